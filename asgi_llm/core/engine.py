@@ -1,0 +1,35 @@
+"""The contract between the pool and whatever runs a model."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Protocol, runtime_checkable
+
+from .events import EmbeddingResult, GenerationEvent
+from .requests import EmbeddingRequest, GenerationRequest
+
+__all__ = ["Engine"]
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """Runs one model. Errors are raised as `asgi_llm.core.errors.LLMError`.
+
+    `generate` raises request errors (context overflow, bad params) on the first
+    `__anext__`, before any event, so a server can still answer with an error status.
+    Closing the iterator early cancels the generation.
+    """
+
+    @property
+    def supports_embeddings(self) -> bool: ...
+
+    @property
+    def context_length(self) -> int: ...
+
+    async def load(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationEvent]: ...
+
+    async def embed(self, request: EmbeddingRequest) -> EmbeddingResult: ...

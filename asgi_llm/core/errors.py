@@ -1,0 +1,97 @@
+"""Protocol-neutral errors; each adapter renders them in its own envelope."""
+
+from __future__ import annotations
+
+__all__ = [
+    "LLMError",
+    "InvalidRequest",
+    "ModelNotFound",
+    "ContextOverflow",
+    "Unsupported",
+    "PayloadTooLarge",
+    "Unauthorized",
+    "Forbidden",
+    "RateLimited",
+    "Overloaded",
+    "ModelNotReady",
+    "InternalError",
+]
+
+
+class LLMError(Exception):
+    """Base of every error a client may see; `message` must be safe to show."""
+
+    status = 500
+    code: str | None = None
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+class InvalidRequest(LLMError):
+    status = 400
+    code = "invalid_request"
+
+
+class Unsupported(InvalidRequest):
+    """Well-formed, but asks for something this server or model cannot do."""
+
+    code = "unsupported"
+
+
+class ContextOverflow(InvalidRequest):
+    code = "context_length_exceeded"
+
+
+class ModelNotFound(LLMError):
+    status = 404
+    code = "model_not_found"
+
+    def __init__(self, model: str) -> None:
+        super().__init__(f"The model '{model}' does not exist.", param="model")
+        self.model = model
+
+
+class PayloadTooLarge(LLMError):
+    status = 413
+    code = "payload_too_large"
+
+
+class Unauthorized(LLMError):
+    status = 401
+    code = "invalid_api_key"
+
+
+class Forbidden(LLMError):
+    status = 403
+    code = "forbidden"
+
+
+class _RetryLater(LLMError):
+    def __init__(self, message: str, *, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class RateLimited(_RetryLater):
+    status = 429
+    code = "rate_limit_exceeded"
+
+
+class Overloaded(_RetryLater):
+    status = 503
+    code = "overloaded"
+
+
+class ModelNotReady(_RetryLater):
+    """The model is still loading, or failed to load."""
+
+    status = 503
+    code = "model_not_ready"
+
+
+class InternalError(LLMError):
+    status = 500
+    code = "internal_error"

@@ -1,0 +1,98 @@
+"""The stream an engine yields while generating; adapters encode it per protocol."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal, Union
+
+__all__ = [
+    "FinishReason",
+    "Usage",
+    "TopLogprob",
+    "TokenLogprob",
+    "TextDelta",
+    "Finish",
+    "GenerationEvent",
+    "Embedding",
+    "EmbeddingResult",
+    "total_usage",
+]
+
+FinishReason = Literal["stop", "length"]
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class TopLogprob:
+    token: str
+    logprob: float
+    bytes: bytes
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    token: str
+    logprob: float
+    bytes: bytes
+    top: tuple[TopLogprob, ...] = ()
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """New output text for choice `index`; `logprobs` cover the tokens behind it."""
+
+    text: str
+    index: int = 0
+    logprobs: tuple[TokenLogprob, ...] = ()
+
+
+@dataclass(frozen=True)
+class Finish:
+    """Choice `index` is complete. `usage.prompt_tokens` is the shared prompt."""
+
+    reason: FinishReason
+    usage: Usage
+    index: int = 0
+    stop_sequence: str | None = None
+
+
+GenerationEvent = Union[TextDelta, Finish]
+
+
+@dataclass(frozen=True)
+class Embedding:
+    vector: tuple[float, ...]
+    tokens: int
+
+
+@dataclass(frozen=True)
+class EmbeddingResult:
+    embeddings: tuple[Embedding, ...]
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(e.tokens for e in self.embeddings)
+
+
+def total_usage(finishes: Iterable[Finish]) -> Usage:
+    """One request's usage across its choices: the prompt counts once."""
+    finishes = list(finishes)
+    if not finishes:
+        return Usage(0, 0)
+    first = finishes[0].usage
+    return Usage(
+        prompt_tokens=first.prompt_tokens,
+        completion_tokens=sum(f.usage.completion_tokens for f in finishes),
+        cached_tokens=first.cached_tokens,
+    )

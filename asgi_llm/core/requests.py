@@ -1,0 +1,77 @@
+"""What a client asks for, once its wire format has been stripped away."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Union
+
+__all__ = [
+    "Role",
+    "Message",
+    "SamplingParams",
+    "ChatRequest",
+    "CompletionRequest",
+    "EmbeddingRequest",
+    "GenerationRequest",
+    "TokenIds",
+]
+
+Role = Literal["system", "user", "assistant", "tool"]
+TokenIds = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    content: str
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Decoding controls; defaults follow OpenAI's documented defaults."""
+
+    max_tokens: int | None = None
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repeat_penalty: float = 1.0
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    logprobs: bool = False
+    top_logprobs: int = 0
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    model: str
+    messages: tuple[Message, ...]
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    n: int = 1
+    user: str | None = None
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    """A raw-prompt completion; `echo` puts the prompt text before the output."""
+
+    model: str
+    prompt: str | TokenIds
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    n: int = 1
+    echo: bool = False
+    user: str | None = None
+
+
+@dataclass(frozen=True)
+class EmbeddingRequest:
+    model: str
+    inputs: tuple[str | TokenIds, ...]
+    user: str | None = None
+
+
+GenerationRequest = Union[ChatRequest, CompletionRequest]

@@ -1,0 +1,63 @@
+"""Renders a GGUF's own Jinja chat template into a prompt (the template is trusted data, but sandboxed)."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from typing import Any
+
+from jinja2 import TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from ..core.errors import InvalidRequest
+from ..core.requests import Message
+
+__all__ = ["ChatTemplate", "CHATML"]
+
+# Used only when a model file carries no template of its own.
+CHATML = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def _raise_exception(message: str) -> None:
+    raise InvalidRequest(f"The model's chat template rejected the messages: {message}", param="messages")
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.datetime.now().strftime(fmt)
+
+
+class ChatTemplate:
+    def __init__(self, source: str, *, bos_token: str = "", eos_token: str = "") -> None:
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        env.globals["raise_exception"] = _raise_exception
+        env.globals["strftime_now"] = _strftime_now
+        self._template = env.from_string(source)
+        self.bos_token = bos_token
+        self.eos_token = eos_token
+
+    def render(self, messages: Sequence[Message], *, add_generation_prompt: bool = True) -> str:
+        payload: list[dict[str, Any]] = []
+        for m in messages:
+            item: dict[str, Any] = {"role": m.role, "content": m.content}
+            if m.name is not None:
+                item["name"] = m.name
+            payload.append(item)
+        try:
+            return self._template.render(
+                messages=payload,
+                add_generation_prompt=add_generation_prompt,
+                bos_token=self.bos_token,
+                eos_token=self.eos_token,
+            )
+        except InvalidRequest:
+            raise
+        except TemplateError as exc:
+            raise InvalidRequest(
+                f"The model's chat template could not render these messages ({type(exc).__name__}).",
+                param="messages",
+            ) from None

@@ -1,0 +1,356 @@
+"""GGUF models in-process through llama-cpp-python. The only module that imports `llama_cpp`.
+
+Every call into llama.cpp runs on the pool's inference thread (`InferenceThread`).
+"""
+
+from __future__ import annotations
+
+import codecs
+import ctypes
+import contextlib
+import logging
+import math
+import random
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+import llama_cpp
+import numpy as np
+from llama_cpp import _internals as internals
+
+from ..config import ModelConfig
+from ..core.errors import ContextOverflow, InvalidRequest, ModelNotReady, Overloaded
+from ..core.events import (
+    Embedding,
+    EmbeddingResult,
+    Finish,
+    FinishReason,
+    GenerationEvent,
+    TextDelta,
+    TokenLogprob,
+    TopLogprob,
+    Usage,
+)
+from ..core.requests import ChatRequest, CompletionRequest, EmbeddingRequest, GenerationRequest, SamplingParams
+from .chat_template import CHATML, ChatTemplate
+from .inference_thread import InferenceThread
+from .stops import StopMatcher
+
+__all__ = ["LlamaCppEngine", "backend_info"]
+
+log = logging.getLogger("asgi_llm.engine")
+
+_SPLIT_MODES = {"none": 0, "layer": 1, "row": 2}
+_POOLING = {"mean": 1, "cls": 2, "last": 3}
+_GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
+_PENALTY_WINDOW = 64
+
+
+def backend_info() -> dict[str, Any]:
+    """What this llama.cpp build can do, for health output and logs."""
+    return {
+        "llama_cpp_python": llama_cpp.__version__,
+        "gpu_offload": bool(llama_cpp.llama_supports_gpu_offload()),
+        "mmap": bool(llama_cpp.llama_supports_mmap()),
+        "mlock": bool(llama_cpp.llama_supports_mlock()),
+    }
+
+
+class LlamaCppEngine:
+    """One GGUF model. Generations on it run one at a time, in arrival order."""
+
+    def __init__(self, config: ModelConfig, thread: InferenceThread) -> None:
+        self.config = config
+        self._thread = thread
+        self._llm: Any = None
+        self._embedder: Any = None
+        self._template: ChatTemplate | None = None
+        self._pending = 0
+        self._piece_buffer = ctypes.create_string_buffer(64)
+
+    @property
+    def supports_embeddings(self) -> bool:
+        return self.config.embeddings
+
+    @property
+    def context_length(self) -> int:
+        return int(self._llm.n_ctx()) if self._llm is not None else self.config.n_ctx
+
+    @property
+    def details(self) -> dict[str, Any]:
+        if self._llm is None:
+            return {}
+        return {
+            "n_ctx": self.context_length,
+            "n_gpu_layers": self.config.n_gpu_layers,
+            "n_threads": self.config.threads,
+            "n_params": int(self._llm._model.n_params()),
+        }
+
+    async def load(self) -> None:
+        await self._thread.call(self._load)
+
+    async def close(self) -> None:
+        await self._thread.call(self._close)
+
+    def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationEvent]:
+        return self._generate(request)
+
+    async def embed(self, request: EmbeddingRequest) -> EmbeddingResult:
+        if self._llm is None:
+            raise ModelNotReady("The model is not loaded yet.")
+        return await self._thread.call(lambda: self._embed(request))
+
+    async def _generate(self, request: GenerationRequest) -> AsyncIterator[GenerationEvent]:
+        if self._llm is None:
+            raise ModelNotReady("The model is not loaded yet.")
+        if self._pending > self.config.max_queue:
+            raise Overloaded("Too many requests are waiting for this model; retry shortly.")
+        self._pending += 1
+        try:
+            stream = self._thread.stream(self, lambda: self._generation(request))
+            async with contextlib.aclosing(stream) as events:
+                async for event in events:
+                    yield event
+        finally:
+            self._pending -= 1
+
+    # -- on the inference thread -------------------------------------------------
+
+    def _load(self) -> None:
+        cfg = self.config
+        self._llm = llama_cpp.Llama(model_path=cfg.resolved_path(), **self._load_options())
+        self._template = self._chat_template()
+        self._llm.eval([self._llm.token_bos()])  # warm-up: first request pays no allocation
+        self._llm.reset()
+        log.info("loaded %s (%s)", cfg.id, backend_info())
+
+    def _load_options(self, *, embedding: bool = False) -> dict[str, Any]:
+        cfg = self.config
+        options: dict[str, Any] = {
+            "n_ctx": cfg.n_ctx,
+            "n_batch": cfg.n_batch,
+            "n_ubatch": cfg.n_ubatch,
+            "n_threads": cfg.threads,
+            "n_threads_batch": cfg.n_threads_batch or cfg.threads,
+            "n_gpu_layers": cfg.n_gpu_layers,
+            "main_gpu": cfg.main_gpu,
+            "split_mode": _SPLIT_MODES[cfg.split_mode],
+            "tensor_split": list(cfg.tensor_split) if cfg.tensor_split else None,
+            "flash_attn": cfg.flash_attn,
+            "offload_kqv": cfg.offload_kqv,
+            "use_mmap": cfg.use_mmap,
+            "use_mlock": cfg.use_mlock,
+            "verbose": False,
+        }
+        if cfg.seed is not None:
+            options["seed"] = cfg.seed
+        if cfg.type_k:
+            options["type_k"] = _GGML_TYPES[cfg.type_k]
+        if cfg.type_v:
+            options["type_v"] = _GGML_TYPES[cfg.type_v]
+        if embedding:
+            size = min(self.context_length, 2048)
+            options.update(
+                embedding=True, n_ctx=size, n_batch=size, n_ubatch=size, pooling_type=_POOLING[cfg.pooling]
+            )
+        return options
+
+    def _chat_template(self) -> ChatTemplate:
+        llm = self._llm
+        source = self.config.chat_template or llm.metadata.get("tokenizer.chat_template") or CHATML
+        model = llm._model
+        return ChatTemplate(
+            source,
+            bos_token=model.token_get_text(llm.token_bos()),
+            eos_token=model.token_get_text(llm.token_eos()),
+        )
+
+    def _close(self) -> None:
+        for llm in (self._llm, self._embedder):
+            if llm is not None:
+                llm.close()
+        self._llm = self._embedder = None
+
+    def _prompt(self, request: GenerationRequest) -> tuple[list[int], str | None]:
+        """Prompt tokens, and the text to echo before the output (completions only)."""
+        llm = self._llm
+        if isinstance(request, ChatRequest):
+            assert self._template is not None
+            text = self._template.render(request.messages)
+            return self._tokenize(text, add_bos=not text.startswith(self._template.bos_token or "\0")), None
+        if isinstance(request.prompt, str):
+            tokens = self._tokenize(request.prompt, add_bos=True)
+            return tokens, request.prompt if request.echo else None
+        tokens = self._checked_ids(request.prompt, "prompt")
+        echo = llm.detokenize(tokens).decode("utf-8", "replace") if request.echo else None
+        return tokens, echo
+
+    def _tokenize(self, text: str, *, add_bos: bool) -> list[int]:
+        add_bos = add_bos and bool(self._llm._model.add_bos_token())
+        return list(self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True))
+
+    def _checked_ids(self, ids: Sequence[int], param: str) -> list[int]:
+        n_vocab = self._llm.n_vocab()
+        for i, token in enumerate(ids):
+            if not 0 <= token < n_vocab:
+                raise InvalidRequest(f"Token id {token} is outside this model's vocabulary (0..{n_vocab - 1}).", param=f"{param}[{i}]")
+        return list(ids)
+
+    def _generation(self, request: GenerationRequest) -> Iterator[GenerationEvent | None]:
+        """All choices of one request, one after another. `None` items are yield points."""
+        tokens, echo = self._prompt(request)
+        n_ctx = self.context_length
+        limit = request.sampling.max_tokens
+        if len(tokens) >= n_ctx or (limit is not None and len(tokens) + limit > n_ctx):
+            asked = f" and {limit} for the output" if limit is not None else ""
+            raise ContextOverflow(
+                f"This model's maximum context length is {n_ctx} tokens; the prompt needs {len(tokens)}{asked}.",
+                param="messages" if isinstance(request, ChatRequest) else "prompt",
+            )
+        for index in range(request.n):
+            if echo:
+                yield TextDelta(echo, index=index)
+            yield from self._decode(tokens, request.sampling, index)
+
+    def _decode(self, prompt: list[int], params: SamplingParams, index: int) -> Iterator[GenerationEvent | None]:
+        llm = self._llm
+        cached = yield from self._ingest(prompt)
+        sampler = self._sampler(params, index)
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        stops = StopMatcher(params.stop)
+        limit = params.max_tokens if params.max_tokens is not None else self.context_length - len(prompt)
+        pending: list[TokenLogprob] = []
+        produced = 0
+        reason: FinishReason = "length"
+        vocab = llm._model.vocab
+        while produced < limit and llm.n_tokens < self.context_length:
+            token = sampler.sample(llm._ctx, -1)
+            if llama_cpp.llama_vocab_is_eog(vocab, token):
+                reason = "stop"
+                break
+            produced += 1
+            piece = self._piece(token)
+            if params.logprobs:
+                pending.append(self._logprob(token, piece, params.top_logprobs))
+            text = stops.feed(decoder.decode(piece))
+            if stops.matched is not None:
+                reason = "stop"
+                if text or pending:
+                    yield TextDelta(text, index=index, logprobs=tuple(pending))
+                break
+            if text:
+                yield TextDelta(text, index=index, logprobs=tuple(pending))
+                pending = []
+            llm.eval([token])
+        if stops.matched is None:
+            rest = stops.feed(decoder.decode(b"", final=True))
+            if stops.matched is None:
+                rest += stops.flush()
+            if rest or pending:
+                yield TextDelta(rest, index=index, logprobs=tuple(pending))
+        yield Finish(
+            reason,
+            Usage(prompt_tokens=len(prompt), completion_tokens=produced, cached_tokens=cached),
+            index=index,
+            stop_sequence=stops.matched,
+        )
+
+    def _ingest(self, prompt: list[int]) -> Iterator[None]:
+        """Bring the KV cache to `prompt`, reusing the longest cached prefix; returns its length."""
+        llm = self._llm
+        cached = 0
+        for held, wanted in zip(llm._input_ids.tolist(), prompt):
+            if held != wanted:
+                break
+            cached += 1
+        cached = min(cached, len(prompt) - 1)  # the last prompt token is decoded again for fresh logits
+        llm.n_tokens = cached
+        step = llm.n_batch
+        for start in range(cached, len(prompt), step):
+            llm.eval(prompt[start : start + step])
+            yield None
+        return cached
+
+    def _sampler(self, params: SamplingParams, index: int) -> Any:
+        llm = self._llm
+        chain = internals.LlamaSampler()
+        n_vocab = llm.n_vocab()
+        if params.logit_bias:
+            chain.add_logit_bias(n_vocab, dict(params.logit_bias))
+        if params.repeat_penalty != 1.0 or params.frequency_penalty or params.presence_penalty:
+            chain.add_penalties(
+                n_vocab, _PENALTY_WINDOW, params.repeat_penalty, params.frequency_penalty, params.presence_penalty
+            )
+        if params.temperature <= 0:
+            chain.add_greedy()
+            return chain
+        if params.top_k > 0:
+            chain.add_top_k(params.top_k)
+        if params.top_p < 1.0:
+            chain.add_top_p(params.top_p, 1)
+        if params.min_p > 0:
+            chain.add_min_p(params.min_p, 1)
+        chain.add_temp(params.temperature)
+        seed = params.seed + index if params.seed is not None else random.getrandbits(32)
+        chain.add_dist(seed & 0xFFFFFFFF)
+        return chain
+
+    def _logprob(self, token: int, piece: bytes, top_n: int) -> TokenLogprob:
+        llm = self._llm
+        n_vocab = llm.n_vocab()
+        logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(n_vocab,))
+        peak = float(logits.max())
+        log_total = peak + math.log(float(np.exp(logits - peak).sum()))
+        top: tuple[TopLogprob, ...] = ()
+        if top_n:
+            best = np.argpartition(-logits, top_n)[:top_n]
+            best = best[np.argsort(-logits[best])]
+            top = tuple(self._top_entry(int(t), float(logits[t]) - log_total) for t in best)
+        return TokenLogprob(
+            token=piece.decode("utf-8", "replace"),
+            logprob=float(logits[token]) - log_total,
+            bytes=piece,
+            top=top,
+        )
+
+    def _piece(self, token: int) -> bytes:
+        """The exact bytes of one token (a piece may be part of a UTF-8 character)."""
+        size = len(self._piece_buffer)
+        n = llama_cpp.llama_token_to_piece(self._llm._model.vocab, token, self._piece_buffer, size, 0, False)
+        if n < 0:
+            self._piece_buffer = ctypes.create_string_buffer(-n)
+            return self._piece(token)
+        return self._piece_buffer.raw[:n]
+
+    def _top_entry(self, token: int, logprob: float) -> TopLogprob:
+        piece = self._piece(token)
+        return TopLogprob(token=piece.decode("utf-8", "replace"), logprob=logprob, bytes=piece)
+
+    def _embed(self, request: EmbeddingRequest) -> EmbeddingResult:
+        if self._embedder is None:
+            self._embedder = llama_cpp.Llama(model_path=self.config.resolved_path(), **self._load_options(embedding=True))
+        llm = self._embedder
+        n_embd = llm.n_embd()
+        vectors = []
+        for i, item in enumerate(request.inputs):
+            if isinstance(item, str):
+                add_bos = bool(llm._model.add_bos_token())
+                tokens = list(llm.tokenize(item.encode("utf-8"), add_bos=add_bos, special=False))
+            else:
+                tokens = self._checked_ids(item, f"input[{i}]")
+            if not tokens:
+                raise InvalidRequest("An input to embed is empty.", param=f"input[{i}]")
+            if len(tokens) > llm.n_batch:
+                raise ContextOverflow(
+                    f"Input {i} is {len(tokens)} tokens; this model embeds at most {llm.n_batch}.", param="input"
+                )
+            llm._batch.reset()
+            llm._batch.add_sequence(tokens, 0, True)
+            llm._ctx.kv_cache_clear()
+            llm._ctx.decode(llm._batch)
+            raw = np.array(llama_cpp.llama_get_embeddings_seq(llm._ctx.ctx, 0)[:n_embd], dtype=np.float64)
+            norm = float(np.linalg.norm(raw)) or 1.0
+            vectors.append(Embedding(vector=tuple((raw / norm).tolist()), tokens=len(tokens)))
+        llm._ctx.kv_cache_clear()
+        return EmbeddingResult(tuple(vectors))
