@@ -1,1 +1,1 @@
-"""Placeholder."""
+"""Wire-protocol adapters: pure translation between each protocol and the neutral core."""

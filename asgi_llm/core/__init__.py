@@ -1,5 +1,6 @@
 """Protocol-neutral requests, events, errors and the engine contract. No I/O here."""
 
+from .catalog import ModelCard, ModelState
 from .engine import Engine
 from .errors import (
     ContextOverflow,
@@ -11,7 +12,10 @@ from .errors import (
     ModelNotReady,
     Overloaded,
     PayloadTooLarge,
+    MethodNotAllowed,
     RateLimited,
+    RetryLater,
+    RouteNotFound,
     Unauthorized,
     Unsupported,
 )
@@ -55,11 +59,16 @@ __all__ = [
     "InvalidRequest",
     "LLMError",
     "Message",
+    "ModelCard",
+    "ModelState",
     "ModelNotFound",
     "ModelNotReady",
     "Overloaded",
     "PayloadTooLarge",
+    "MethodNotAllowed",
     "RateLimited",
+    "RetryLater",
+    "RouteNotFound",
     "Role",
     "SamplingParams",
     "TextDelta",

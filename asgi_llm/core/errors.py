@@ -12,6 +12,9 @@ __all__ = [
     "Unauthorized",
     "Forbidden",
     "RateLimited",
+    "RetryLater",
+    "RouteNotFound",
+    "MethodNotAllowed",
     "Overloaded",
     "ModelNotReady",
     "InternalError",
@@ -69,27 +72,39 @@ class Forbidden(LLMError):
     code = "forbidden"
 
 
-class _RetryLater(LLMError):
+class RetryLater(LLMError):
+    """Temporarily refused; rendered with a `Retry-After` header."""
+
     def __init__(self, message: str, *, retry_after: int = 1) -> None:
         super().__init__(message)
         self.retry_after = retry_after
 
 
-class RateLimited(_RetryLater):
+class RateLimited(RetryLater):
     status = 429
     code = "rate_limit_exceeded"
 
 
-class Overloaded(_RetryLater):
+class Overloaded(RetryLater):
     status = 503
     code = "overloaded"
 
 
-class ModelNotReady(_RetryLater):
+class ModelNotReady(RetryLater):
     """The model is still loading, or failed to load."""
 
     status = 503
     code = "model_not_ready"
+
+
+class RouteNotFound(LLMError):
+    status = 404
+    code = "not_found"
+
+
+class MethodNotAllowed(LLMError):
+    status = 405
+    code = "method_not_allowed"
 
 
 class InternalError(LLMError):

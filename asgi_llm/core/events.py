@@ -59,7 +59,11 @@ class TextDelta:
 
 @dataclass(frozen=True)
 class Finish:
-    """Choice `index` is complete. `usage.prompt_tokens` is the shared prompt."""
+    """Choice `index` is complete.
+
+    A prompt's tokens are counted on the first choice made from it only, so that
+    summing `usage` over choices gives the request's usage.
+    """
 
     reason: FinishReason
     usage: Usage
@@ -87,12 +91,9 @@ class EmbeddingResult:
 
 def total_usage(finishes: Iterable[Finish]) -> Usage:
     """One request's usage across its choices: the prompt counts once."""
-    finishes = list(finishes)
-    if not finishes:
-        return Usage(0, 0)
-    first = finishes[0].usage
-    return Usage(
-        prompt_tokens=first.prompt_tokens,
-        completion_tokens=sum(f.usage.completion_tokens for f in finishes),
-        cached_tokens=first.cached_tokens,
-    )
+    prompt = completion = cached = 0
+    for finish in finishes:
+        prompt += finish.usage.prompt_tokens
+        completion += finish.usage.completion_tokens
+        cached += finish.usage.cached_tokens
+    return Usage(prompt, completion, cached)

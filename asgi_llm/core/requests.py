@@ -57,10 +57,13 @@ class ChatRequest:
 
 @dataclass(frozen=True)
 class CompletionRequest:
-    """A raw-prompt completion; `echo` puts the prompt text before the output."""
+    """Raw-prompt completions: `n` choices for each prompt; `echo` puts the prompt before the output.
+
+    Choice `index` for prompt `p`, sample `j` is `p * n + j`.
+    """
 
     model: str
-    prompt: str | TokenIds
+    prompts: tuple[str | TokenIds, ...]
     sampling: SamplingParams = field(default_factory=SamplingParams)
     n: int = 1
     echo: bool = False

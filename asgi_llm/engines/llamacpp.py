@@ -172,19 +172,21 @@ class LlamaCppEngine:
                 llm.close()
         self._llm = self._embedder = None
 
-    def _prompt(self, request: GenerationRequest) -> tuple[list[int], str | None]:
-        """Prompt tokens, and the text to echo before the output (completions only)."""
-        llm = self._llm
+    def _prompts(self, request: GenerationRequest) -> list[tuple[list[int], str | None]]:
+        """Each prompt's tokens, and the text to echo before its output (completions only)."""
         if isinstance(request, ChatRequest):
             assert self._template is not None
             text = self._template.render(request.messages)
-            return self._tokenize(text, add_bos=not text.startswith(self._template.bos_token or "\0")), None
-        if isinstance(request.prompt, str):
-            tokens = self._tokenize(request.prompt, add_bos=True)
-            return tokens, request.prompt if request.echo else None
-        tokens = self._checked_ids(request.prompt, "prompt")
-        echo = llm.detokenize(tokens).decode("utf-8", "replace") if request.echo else None
-        return tokens, echo
+            return [(self._tokenize(text, add_bos=not text.startswith(self._template.bos_token or "\0")), None)]
+        prompts = []
+        for i, prompt in enumerate(request.prompts):
+            if isinstance(prompt, str):
+                prompts.append((self._tokenize(prompt, add_bos=True), prompt if request.echo else None))
+            else:
+                tokens = self._checked_ids(prompt, f"prompt[{i}]")
+                echo = self._llm.detokenize(tokens).decode("utf-8", "replace") if request.echo else None
+                prompts.append((tokens, echo))
+        return prompts
 
     def _tokenize(self, text: str, *, add_bos: bool) -> list[int]:
         add_bos = add_bos and bool(self._llm._model.add_bos_token())
@@ -199,7 +201,17 @@ class LlamaCppEngine:
 
     def _generation(self, request: GenerationRequest) -> Iterator[GenerationEvent | None]:
         """All choices of one request, one after another. `None` items are yield points."""
-        tokens, echo = self._prompt(request)
+        prompts = self._prompts(request)
+        for tokens, _ in prompts:
+            self._check_fits(tokens, request)
+        for p, (tokens, echo) in enumerate(prompts):
+            for j in range(request.n):
+                index = p * request.n + j
+                if echo:
+                    yield TextDelta(echo, index=index)
+                yield from self._decode(tokens, request.sampling, index, count_prompt=j == 0)
+
+    def _check_fits(self, tokens: list[int], request: GenerationRequest) -> None:
         n_ctx = self.context_length
         limit = request.sampling.max_tokens
         if len(tokens) >= n_ctx or (limit is not None and len(tokens) + limit > n_ctx):
@@ -208,12 +220,10 @@ class LlamaCppEngine:
                 f"This model's maximum context length is {n_ctx} tokens; the prompt needs {len(tokens)}{asked}.",
                 param="messages" if isinstance(request, ChatRequest) else "prompt",
             )
-        for index in range(request.n):
-            if echo:
-                yield TextDelta(echo, index=index)
-            yield from self._decode(tokens, request.sampling, index)
 
-    def _decode(self, prompt: list[int], params: SamplingParams, index: int) -> Iterator[GenerationEvent | None]:
+    def _decode(
+        self, prompt: list[int], params: SamplingParams, index: int, *, count_prompt: bool
+    ) -> Iterator[GenerationEvent | None]:
         llm = self._llm
         cached = yield from self._ingest(prompt)
         sampler = self._sampler(params, index)
@@ -251,7 +261,11 @@ class LlamaCppEngine:
                 yield TextDelta(rest, index=index, logprobs=tuple(pending))
         yield Finish(
             reason,
-            Usage(prompt_tokens=len(prompt), completion_tokens=produced, cached_tokens=cached),
+            Usage(
+                prompt_tokens=len(prompt) if count_prompt else 0,
+                completion_tokens=produced,
+                cached_tokens=cached if count_prompt else 0,
+            ),
             index=index,
             stop_sequence=stops.matched,
         )

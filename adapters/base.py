@@ -1,0 +1,142 @@
+"""The contract between a wire-protocol adapter and the app's one generic endpoint glue.
+
+An adapter is pure: it turns a decoded JSON body into a core request, and core
+results and events into wire bytes. The app does all I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar, Union
+
+from pydantic import BaseModel, ValidationError
+
+from asgi_llm.core import (
+    EmbeddingRequest,
+    EmbeddingResult,
+    GenerationEvent,
+    GenerationRequest,
+    InvalidRequest,
+    LLMError,
+    ModelCard,
+)
+
+__all__ = [
+    "Reply",
+    "Meta",
+    "Parsed",
+    "StreamEncoder",
+    "GenerateRoute",
+    "EmbedRoute",
+    "InfoRoute",
+    "Route",
+    "Adapter",
+    "validate",
+]
+
+Reply = tuple[int, Any]
+"""A status and a JSON-able body."""
+
+R = TypeVar("R")
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Meta:
+    """Facts fixed when a request starts; ids derive from `request_id` so renders are reproducible."""
+
+    request_id: str
+    created: int
+    model: str
+
+
+@dataclass(frozen=True)
+class Parsed(Generic[R]):
+    """A core request plus the wire-only options the renderer needs (stream, usage chunk...)."""
+
+    request: R
+    stream: bool = False
+    options: Any = None
+
+
+class StreamEncoder(Protocol):
+    media_type: str
+
+    def open(self) -> bytes: ...
+
+    def event(self, event: GenerationEvent) -> bytes: ...
+
+    def close(self) -> bytes: ...
+
+    def error(self, error: LLMError) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class GenerateRoute:
+    path: str
+    parse: Callable[[Any], Parsed[GenerationRequest]]
+    render: Callable[[Parsed[GenerationRequest], Meta, Sequence[GenerationEvent]], Any]
+    encoder: Callable[[Parsed[GenerationRequest], Meta], StreamEncoder]
+    methods: tuple[str, ...] = ("POST",)
+
+
+@dataclass(frozen=True)
+class EmbedRoute:
+    path: str
+    parse: Callable[[Any], Parsed[EmbeddingRequest]]
+    render: Callable[[Parsed[EmbeddingRequest], Meta, EmbeddingResult], Any]
+    methods: tuple[str, ...] = ("POST",)
+
+
+@dataclass(frozen=True)
+class InfoRoute:
+    """Answers from the model catalog alone; never waits for a model."""
+
+    path: str
+    handle: Callable[[Sequence[ModelCard], Mapping[str, str]], Reply]
+    methods: tuple[str, ...] = ("GET",)
+
+
+Route = Union[GenerateRoute, EmbedRoute, InfoRoute]
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """One wire protocol: its routes and how it words an error."""
+
+    name: str
+    routes: tuple[Route, ...]
+    render_error: Callable[[LLMError], Reply]
+    extra_headers: Mapping[str, str] = field(default_factory=dict)
+
+
+def validate(model: type[M], data: Any) -> M:
+    """Pydantic at the trust boundary, with the first problem mapped to one `param`."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        param = _param_path(first["loc"])
+        raise InvalidRequest(_describe(first, param), param=param or None) from None
+
+
+def _param_path(loc: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part.startswith(("function-", "tagged-", "literal[", "str", "int", "float", "list[", "dict[", "bool")):
+            continue  # union branch names, not fields
+        else:
+            path += f".{part}" if path else part
+    return path
+
+
+def _describe(error: Mapping[str, Any], param: str) -> str:
+    where = f" for '{param}'" if param else ""
+    if error["type"] == "missing":
+        return f"Missing required parameter: '{param}'."
+    if error["type"] == "extra_forbidden":
+        return f"Unrecognized parameter: '{param}'."
+    return f"Invalid value{where}: {error['msg']}."

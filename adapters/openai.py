@@ -1,0 +1,15 @@
+"""The OpenAI protocol family, assembled: chat, completions, embeddings, models."""
+
+from __future__ import annotations
+
+from . import openai_chat, openai_completions, openai_embeddings, openai_models
+from .base import Adapter
+from .openai_common import render_error
+
+__all__ = ["OPENAI"]
+
+OPENAI = Adapter(
+    name="openai",
+    routes=(openai_chat.ROUTE, openai_completions.ROUTE, openai_embeddings.ROUTE, *openai_models.ROUTES),
+    render_error=render_error,
+)

@@ -1,0 +1,240 @@
+"""OpenAI Chat Completions: `POST /chat/completions`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from asgi_llm.core import (
+    ChatRequest,
+    Finish,
+    GenerationEvent,
+    InvalidRequest,
+    LLMError,
+    Message,
+    SamplingParams,
+    TextDelta,
+    Unsupported,
+    total_usage,
+)
+
+from .base import GenerateRoute, Meta, Parsed, validate
+from .openai_common import SSE_DONE, chat_logprobs, render_error, sse, stop_list, usage_dict
+
+__all__ = ["parse", "render", "ChatStream", "ROUTE"]
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+class ContentPart(_Wire):
+    type: str
+    text: str | None = None
+
+
+class WireMessage(_Wire):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[ContentPart] | None = None
+    name: str | None = None
+
+
+class StreamOptions(_Wire):
+    include_usage: bool = False
+
+
+class ChatBody(_Wire):
+    model: str
+    messages: Annotated[list[WireMessage], Field(min_length=1)]
+    max_tokens: Annotated[int, Field(ge=1)] | None = None
+    max_completion_tokens: Annotated[int, Field(ge=1)] | None = None
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    top_p: Annotated[float, Field(gt=0, le=1)] | None = None
+    n: Annotated[int, Field(ge=1, le=16)] | None = None
+    stream: bool | None = None
+    stream_options: StreamOptions | None = None
+    stop: str | Annotated[list[str], Field(max_length=16)] | None = None
+    seed: int | None = None
+    presence_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
+    frequency_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
+    logit_bias: dict[str, Annotated[float, Field(ge=-100, le=100)]] | None = None
+    logprobs: bool | None = None
+    top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
+    user: str | None = None
+    # llama.cpp-style extras many clients send
+    top_k: Annotated[int, Field(ge=0)] | None = None
+    min_p: Annotated[float, Field(ge=0, le=1)] | None = None
+    repeat_penalty: Annotated[float, Field(gt=0)] | None = None
+
+
+@dataclass(frozen=True)
+class ChatOptions:
+    include_usage: bool = False
+
+
+def parse(body: Any) -> Parsed[ChatRequest]:
+    wire = validate(ChatBody, body)
+    _refuse_unsupported(wire)
+    if wire.top_logprobs and not wire.logprobs:
+        raise InvalidRequest("'top_logprobs' requires 'logprobs' to be true.", param="top_logprobs")
+    sampling = SamplingParams(
+        max_tokens=wire.max_completion_tokens if wire.max_completion_tokens is not None else wire.max_tokens,
+        temperature=1.0 if wire.temperature is None else wire.temperature,
+        top_p=1.0 if wire.top_p is None else wire.top_p,
+        top_k=wire.top_k or 0,
+        min_p=wire.min_p or 0.0,
+        stop=stop_list(wire.stop),
+        seed=wire.seed,
+        presence_penalty=wire.presence_penalty or 0.0,
+        frequency_penalty=wire.frequency_penalty or 0.0,
+        repeat_penalty=wire.repeat_penalty or 1.0,
+        logit_bias=logit_bias(wire.logit_bias),
+        logprobs=bool(wire.logprobs),
+        top_logprobs=wire.top_logprobs or 0,
+    )
+    request = ChatRequest(
+        model=wire.model,
+        messages=tuple(_message(m, i) for i, m in enumerate(wire.messages)),
+        sampling=sampling,
+        n=wire.n or 1,
+        user=wire.user,
+    )
+    include_usage = bool(wire.stream_options and wire.stream_options.include_usage)
+    return Parsed(request, stream=bool(wire.stream), options=ChatOptions(include_usage))
+
+
+def logit_bias(bias: dict[str, float] | None) -> tuple[tuple[int, float], ...]:
+    if not bias:
+        return ()
+    pairs = []
+    for key, value in bias.items():
+        if not key.isdigit():
+            raise InvalidRequest(f"logit_bias keys must be token ids; got {key!r}.", param="logit_bias")
+        pairs.append((int(key), value))
+    return tuple(pairs)
+
+
+def _refuse_unsupported(wire: ChatBody) -> None:
+    """Never ignore what a client relies on: say it is unsupported, naming the param."""
+    extra = wire.model_extra or {}
+    if extra.get("tools"):
+        raise Unsupported("Tool calling is not supported by this server yet.", param="tools")
+    if extra.get("tool_choice") not in (None, "none", "auto"):
+        raise Unsupported("Tool calling is not supported by this server yet.", param="tool_choice")
+    fmt = extra.get("response_format")
+    if fmt is not None and not (isinstance(fmt, dict) and fmt.get("type") == "text"):
+        raise Unsupported("Only response_format type 'text' is supported yet.", param="response_format")
+    if extra.get("audio") or extra.get("modalities") not in (None, ["text"]):
+        raise Unsupported("Only text output is supported.", param="modalities")
+
+
+def _message(message: WireMessage, index: int) -> Message:
+    role = "system" if message.role == "developer" else message.role
+    return Message(role=role, content=_text(message.content, f"messages[{index}].content"), name=message.name)
+
+
+def _text(content: str | list[ContentPart] | None, param: str) -> str:
+    if content is None or isinstance(content, str):
+        return content or ""
+    texts = []
+    for j, part in enumerate(content):
+        if part.type not in ("text", "input_text") or part.text is None:
+            raise Unsupported(
+                f"Content part type '{part.type}' is not supported; this model reads text only.",
+                param=f"{param}[{j}].type",
+            )
+        texts.append(part.text)
+    return "".join(texts)
+
+
+def render(parsed: Parsed[ChatRequest], meta: Meta, events: Sequence[GenerationEvent]) -> dict[str, Any]:
+    n = parsed.request.n
+    texts: list[list[str]] = [[] for _ in range(n)]
+    logprobs: list[list[Any]] = [[] for _ in range(n)]
+    finishes: dict[int, Finish] = {}
+    for event in events:
+        if isinstance(event, TextDelta):
+            texts[event.index].append(event.text)
+            logprobs[event.index].extend(event.logprobs)
+        else:
+            finishes[event.index] = event
+    choices = [
+        {
+            "index": i,
+            "message": {"role": "assistant", "content": "".join(texts[i]), "refusal": None},
+            "logprobs": {"content": chat_logprobs(logprobs[i]), "refusal": None}
+            if parsed.request.sampling.logprobs
+            else None,
+            "finish_reason": finishes[i].reason if i in finishes else "stop",
+        }
+        for i in range(n)
+    ]
+    return {
+        "id": f"chatcmpl-{meta.request_id}",
+        "object": "chat.completion",
+        "created": meta.created,
+        "model": meta.model,
+        "system_fingerprint": None,
+        "choices": choices,
+        "usage": usage_dict(total_usage(finishes.values())),
+    }
+
+
+class ChatStream:
+    """`chat.completion.chunk` events: role first, then content, a finish chunk per choice."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, parsed: Parsed[ChatRequest], meta: Meta) -> None:
+        self._meta = meta
+        self._logprobs = parsed.request.sampling.logprobs
+        self._include_usage = isinstance(parsed.options, ChatOptions) and parsed.options.include_usage
+        self._opened: set[int] = set()
+        self._finishes: list[Finish] = []
+
+    def _chunk(self, choices: list[dict[str, Any]]) -> dict[str, Any]:
+        chunk: dict[str, Any] = {
+            "id": f"chatcmpl-{self._meta.request_id}",
+            "object": "chat.completion.chunk",
+            "created": self._meta.created,
+            "model": self._meta.model,
+            "system_fingerprint": None,
+            "choices": choices,
+        }
+        if self._include_usage:
+            chunk["usage"] = None
+        return chunk
+
+    def open(self) -> bytes:
+        return b""
+
+    def event(self, event: GenerationEvent) -> bytes:
+        head = b""
+        if event.index not in self._opened:
+            self._opened.add(event.index)
+            delta = {"role": "assistant", "content": ""}
+            head = sse(self._chunk([{"index": event.index, "delta": delta, "logprobs": None, "finish_reason": None}]))
+        if isinstance(event, TextDelta):
+            logprobs = {"content": chat_logprobs(event.logprobs), "refusal": None} if self._logprobs else None
+            choice = {"index": event.index, "delta": {"content": event.text}, "logprobs": logprobs, "finish_reason": None}
+        else:
+            self._finishes.append(event)
+            choice = {"index": event.index, "delta": {}, "logprobs": None, "finish_reason": event.reason}
+        return head + sse(self._chunk([choice]))
+
+    def close(self) -> bytes:
+        tail = b""
+        if self._include_usage:
+            chunk = self._chunk([])
+            chunk["usage"] = usage_dict(total_usage(self._finishes))
+            tail = sse(chunk)
+        return tail + SSE_DONE
+
+    def error(self, error: LLMError) -> bytes:
+        return sse(render_error(error)[1])
+
+
+ROUTE = GenerateRoute(path="/chat/completions", parse=parse, render=render, encoder=ChatStream)

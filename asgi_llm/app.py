@@ -1,0 +1,115 @@
+"""`LLMApp`: the composition root — routes from adapters, the endpoint glue, the pool, lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from .adapters.base import Adapter, Route
+from .adapters.openai import OPENAI
+from .asgi import Receive, Scope, Send, send_json
+from .config import Settings
+from .core import LLMError, MethodNotAllowed, RouteNotFound
+from .endpoint import Endpoint
+from .pool import ModelPool
+from .routing import Router, route_path
+
+__all__ = ["LLMApp"]
+
+log = logging.getLogger("asgi_llm")
+
+_HEALTH = "health"
+
+
+class LLMApp:
+    """A mountable ASGI app serving the given protocols from a model pool.
+
+    Models load in `lifespan` (compose `llm.lifespan` into the host's own); hosts that
+    don't forward lifespan to mounts get the pool started on the first request.
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        pool: ModelPool | None = None,
+        adapters: Sequence[Adapter] = (OPENAI,),
+        health_path: str | None = "/health",
+    ) -> None:
+        if pool is not None and settings is not None:
+            raise ValueError("pass settings or a shared pool, not both")
+        self.pool = pool or ModelPool(settings)
+        self.settings = self.pool.settings
+        self._adapters = tuple(adapters)
+        table: list[tuple[str, tuple[str, ...], tuple[Route | str, Adapter]]] = [
+            (route.path, route.methods, (route, adapter)) for adapter in self._adapters for route in adapter.routes
+        ]
+        if health_path:
+            table.append((health_path, ("GET",), (_HEALTH, self._adapters[0])))
+        self._router = Router(table)
+        self._endpoint = Endpoint(self.pool, self.settings.max_body_bytes)
+        self._lifespan_entered = False
+        self._lazy_lock = asyncio.Lock()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Any = None) -> AsyncIterator[None]:
+        """Start the pool (models load in the background) and stop it on exit."""
+        self._lifespan_entered = True
+        await self.pool.start()
+        try:
+            yield
+        finally:
+            await self.pool.stop()
+            self._lifespan_entered = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._serve_lifespan(receive, send)
+        elif scope["type"] == "http":
+            await self._serve_http(scope, receive, send)
+
+    async def _serve_http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self.pool.started:
+            await self._lazy_start()
+        match = self._router.match(route_path(scope), scope["method"])
+        adapter = self._adapters[0]
+        if match is None or match.target is None:
+            error: LLMError = (
+                RouteNotFound(f"No route for {scope['method']} {route_path(scope)}.")
+                if match is None
+                else MethodNotAllowed(f"Use {', '.join(match.allowed)} here.")
+            )
+            await self._endpoint.send_error(adapter, error, send)
+            return
+        route, adapter = match.target
+        if route == _HEALTH:
+            status, body = self.pool.health()
+            await send_json(send, status, body)
+            return
+        assert not isinstance(route, str)
+        await self._endpoint(route, adapter, match.params, scope, receive, send)
+
+    async def _lazy_start(self) -> None:
+        async with self._lazy_lock:
+            if not self.pool.started:
+                log.warning("lifespan was not forwarded to asgi_llm; starting the model pool on the first request")
+                await self.pool.start()
+
+    async def _serve_lifespan(self, receive: Receive, send: Send) -> None:
+        manager = self.lifespan()
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await manager.__aenter__()
+                except Exception as exc:
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await manager.__aexit__(None, None, None)
+                await send({"type": "lifespan.shutdown.complete"})
+                return

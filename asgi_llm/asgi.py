@@ -1,0 +1,93 @@
+"""Minimal typed ASGI helpers: reading a bounded body, sending JSON and stream parts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from typing import Any
+
+from .core import InvalidRequest, PayloadTooLarge
+
+__all__ = ["Scope", "Message", "Receive", "Send", "ASGIApp", "read_body", "decode_json", "send_json", "start_stream", "header"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+class ClientGone(Exception):
+    """The client disconnected before its request body arrived."""
+
+
+async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    declared = header(scope, b"content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"The request body is larger than the limit of {limit} bytes.")
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"The request body is larger than the limit of {limit} bytes.")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def decode_json(body: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise InvalidRequest(
+            "We could not parse the JSON body of your request: it is not valid JSON."
+        ) from None
+    if not isinstance(data, dict):
+        raise InvalidRequest("The request body must be a JSON object.")
+    return data
+
+
+def _headers(extra: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
+    return [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in extra]
+
+
+async def send_json(send: Send, status: int, payload: Any, headers: Iterable[tuple[str, str]] = ()) -> None:
+    body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *_headers(headers),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+async def start_stream(send: Send, media_type: str) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [
+                (b"content-type", media_type.encode() + b"; charset=utf-8"),
+                (b"cache-control", b"no-cache"),
+                (b"x-accel-buffering", b"no"),
+            ],
+        }
+    )

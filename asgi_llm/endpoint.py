@@ -1,0 +1,124 @@
+"""The one endpoint glue every protocol shares: body → parse → pool → render or stream.
+
+Written once; adapters stay pure. It watches for `http.disconnect` the whole time,
+so a client that leaves stops its generation at the next token.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+import anyio
+
+from .adapters.base import Adapter, EmbedRoute, GenerateRoute, InfoRoute, Meta, Route
+from .asgi import ClientGone, Receive, Scope, Send, decode_json, read_body, send_json, start_stream
+from .core import GenerationEvent, InternalError, LLMError, RetryLater, Unsupported
+from .pool import ModelPool
+
+__all__ = ["Endpoint"]
+
+log = logging.getLogger("asgi_llm.endpoint")
+T = TypeVar("T")
+
+
+class _Disconnected(Exception):
+    pass
+
+
+async def _until_disconnect(receive: Receive, work: Callable[[], Awaitable[T]]) -> T:
+    """Run `work`, cancelling it if the client disconnects first."""
+    result: list[T] = []
+    failure: Exception | None = None
+
+    async with anyio.create_task_group() as group:
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            group.cancel_scope.cancel()
+
+        group.start_soon(watch)
+        try:
+            result.append(await work())
+        except Exception as exc:  # re-raised below, outside the task group's exception group
+            failure = exc
+        group.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    if not result:
+        raise _Disconnected()
+    return result[0]
+
+
+class Endpoint:
+    def __init__(self, pool: ModelPool, max_body_bytes: int) -> None:
+        self._pool = pool
+        self._limit = max_body_bytes
+
+    async def __call__(
+        self, route: Route, adapter: Adapter, params: Mapping[str, str], scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        try:
+            await self._dispatch(route, params, scope, receive, send)
+        except (_Disconnected, ClientGone):
+            log.info("client disconnected")
+        except LLMError as error:
+            await self.send_error(adapter, error, send)
+        except Exception:
+            log.exception("unexpected error serving %s", scope.get("path"))
+            await self.send_error(adapter, InternalError("The server had an error while processing your request."), send)
+
+    @staticmethod
+    async def send_error(adapter: Adapter, error: LLMError, send: Send) -> None:
+        status, body = adapter.render_error(error)
+        headers = [("retry-after", str(error.retry_after))] if isinstance(error, RetryLater) else []
+        await send_json(send, status, body, headers)
+
+    async def _dispatch(self, route: Route, params: Mapping[str, str], scope: Scope, receive: Receive, send: Send) -> None:
+        if isinstance(route, InfoRoute):
+            status, body = route.handle(self._pool.catalog(), params)
+            await send_json(send, status, body)
+            return
+        body = decode_json(await read_body(scope, receive, self._limit))
+        parsed = route.parse(body)
+        engine, model_id = await self._pool.engine(parsed.request.model)
+        meta = Meta(request_id=uuid.uuid4().hex[:24], created=int(time.time()), model=model_id)
+        if isinstance(route, EmbedRoute):
+            if not engine.supports_embeddings:
+                raise Unsupported(f"The model '{model_id}' does not serve embeddings.", param="model")
+            result = await _until_disconnect(receive, lambda: engine.embed(parsed.request))
+            await send_json(send, 200, route.render(parsed, meta, result))
+            return
+        events = engine.generate(parsed.request)
+        async with contextlib.aclosing(events):
+            if parsed.stream:
+                await _until_disconnect(receive, lambda: self._stream(route, parsed, meta, events, send))
+            else:
+                collected = await _until_disconnect(receive, lambda: _collect(events))
+                await send_json(send, 200, route.render(parsed, meta, collected))
+
+    @staticmethod
+    async def _stream(route: GenerateRoute, parsed: Any, meta: Meta, events: Any, send: Send) -> None:
+        encoder = route.encoder(parsed, meta)
+        first: GenerationEvent = await events.__anext__()  # errors before this point get a status
+        await start_stream(send, encoder.media_type)
+        try:
+            await send({"type": "http.response.body", "body": encoder.open() + encoder.event(first), "more_body": True})
+            async for event in events:
+                await send({"type": "http.response.body", "body": encoder.event(event), "more_body": True})
+            tail = encoder.close()
+        except LLMError as error:
+            tail = encoder.error(error)
+        except Exception:
+            log.exception("generation failed mid-stream")
+            tail = encoder.error(InternalError("The server had an error while generating."))
+        await send({"type": "http.response.body", "body": tail, "more_body": False})
+
+
+async def _collect(events: Any) -> list[GenerationEvent]:
+    return [event async for event in events]

@@ -1,0 +1,57 @@
+"""Relative, slash-tolerant route matching: the mount decides the prefix, nothing redirects."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from .asgi import Scope
+
+__all__ = ["Router", "Match", "route_path"]
+
+T = TypeVar("T")
+_PARAM = re.compile(r"\{(\w+)(?::path)?\}")
+
+
+def route_path(scope: Scope) -> str:
+    """The path below our mount point, whichever way the host reports it."""
+    path: str = scope.get("path", "/")
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root) :]
+    path = "/" + path.strip("/")
+    return path
+
+
+def _compile(template: str) -> re.Pattern[str]:
+    pattern, at = "", 0
+    for m in _PARAM.finditer(template):
+        pattern += re.escape(template[at : m.start()])
+        pattern += f"(?P<{m.group(1)}>.+)" if m.group(0).endswith(":path}") else f"(?P<{m.group(1)}>[^/]+)"
+        at = m.end()
+    return re.compile(pattern + re.escape(template[at:]) + r"\Z")
+
+
+@dataclass(frozen=True)
+class Match(Generic[T]):
+    target: T | None
+    params: dict[str, str]
+    allowed: tuple[str, ...]  # methods the path accepts, for 405
+
+
+class Router(Generic[T]):
+    def __init__(self, routes: Sequence[tuple[str, tuple[str, ...], T]]) -> None:
+        self._routes = [(_compile(path), methods, target) for path, methods, target in routes]
+
+    def match(self, path: str, method: str) -> Match[T] | None:
+        allowed: list[str] = []
+        for pattern, methods, target in self._routes:
+            found = pattern.match(path)
+            if found is None:
+                continue
+            if method in methods or (method == "HEAD" and "GET" in methods):
+                return Match(target, found.groupdict(), methods)
+            allowed.extend(methods)
+        return Match(None, {}, tuple(allowed)) if allowed else None
