@@ -101,6 +101,11 @@ class ModelPool:
             return await self.engine(name)
         raise ModelNotReady(f"The model '{slot.config.id}' is still loading.", retry_after=self.settings.retry_after_seconds)
 
+    def loaded(self, name: str) -> Engine | None:
+        """The engine for `name` if it is loaded now; never loads or waits."""
+        slot = self._by_name.get(name)
+        return slot.engine if slot is not None and slot.state == "ready" else None
+
     def catalog(self) -> list[ModelCard]:
         return [
             ModelCard(

@@ -92,6 +92,11 @@ class InferenceThread:
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    @property
+    def busy(self) -> bool:
+        """Whether a stream is running or waiting (read from any thread; a snapshot)."""
+        return bool(self._running or self._waiting)
+
     def start(self) -> None:
         if self.alive:
             return

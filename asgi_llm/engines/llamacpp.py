@@ -66,6 +66,7 @@ class LlamaCppEngine:
         self._embedder: Any = None
         self._template: ChatTemplate | None = None
         self._pending = 0
+        self.decoded_tokens = 0  # tokens sampled since load; read by metrics and tests
         self._piece_buffer = ctypes.create_string_buffer(64)
 
     @property
@@ -240,6 +241,7 @@ class LlamaCppEngine:
                 reason = "stop"
                 break
             produced += 1
+            self.decoded_tokens += 1
             piece = self._piece(token)
             if params.logprobs:
                 pending.append(self._logprob(token, piece, params.top_logprobs))

@@ -1,0 +1,90 @@
+"""`asgi-llm serve`: the app standalone under uvicorn, serving the packaged default model by default."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from .config import DefaultModelMissing, ModelConfig, Settings
+
+__all__ = ["main", "build_parser", "settings_from_args", "standalone_app"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="asgi-llm", description="Serve local GGUF models over LLM wire protocols.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="serve models over HTTP with uvicorn")
+    serve.add_argument("--model", metavar="PATH", help="GGUF file to serve (default: the packaged SmolLM2-135M-Instruct)")
+    serve.add_argument("--model-id", metavar="NAME", help="name clients use for --model (default: the file's stem)")
+    serve.add_argument("--config", metavar="FILE", help="settings file (.toml, .yaml or .json)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    gpu = serve.add_argument_group("model options (override the first model of --config)")
+    gpu.add_argument("--n-ctx", type=int)
+    gpu.add_argument("--threads", type=int, dest="n_threads")
+    gpu.add_argument("--n-gpu-layers", type=int, help="layers to offload to the GPU; -1 = all")
+    gpu.add_argument("--main-gpu", type=int)
+    gpu.add_argument("--split-mode", choices=["none", "layer", "row"])
+    gpu.add_argument("--tensor-split", metavar="R1,R2,...", help="share of the model per GPU, e.g. 3,1")
+    gpu.add_argument("--flash-attn", action="store_true", default=None)
+    return parser
+
+
+_MODEL_OPTIONS = ("n_ctx", "n_threads", "n_gpu_layers", "main_gpu", "split_mode", "flash_attn")
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    settings = Settings.from_file(args.config) if args.config else Settings.from_env()
+    overrides: dict[str, Any] = {name: getattr(args, name) for name in _MODEL_OPTIONS if getattr(args, name) is not None}
+    if args.tensor_split:
+        overrides["tensor_split"] = tuple(float(x) for x in args.tensor_split.split(","))
+    if args.model:
+        from pathlib import Path
+
+        overrides.update(path=args.model, id=args.model_id or Path(args.model).stem, aliases=("default",))
+    elif args.model_id:
+        overrides["id"] = args.model_id
+    if not overrides:
+        return settings
+    first = settings.models[0].model_dump()
+    first.update(overrides)
+    return settings.model_copy(update={"models": (ModelConfig.model_validate(first), *settings.models[1:])})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = settings_from_args(args)
+        for model in settings.models:
+            model.resolved_path()
+    except DefaultModelMissing as exc:
+        print(f"asgi-llm: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as exc:
+        print(f"asgi-llm: {exc}", file=sys.stderr)
+        return 2
+
+    import uvicorn
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s:     %(name)s: %(message)s")
+    uvicorn.run(standalone_app(settings), host=args.host, port=args.port, log_level=args.log_level, lifespan="on")
+    return 0
+
+
+def standalone_app(settings: Settings) -> Any:
+    """The API at `/v1` (where OpenAI clients look) and at the root, with one lifespan."""
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    from .app import LLMApp
+
+    llm = LLMApp(settings)
+    return Starlette(routes=[Mount("/v1", app=llm), Mount("/", app=llm)], lifespan=llm.lifespan)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,73 @@
+"""A scripted engine for fast tests of everything around the model (like httpx's MockTransport)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+
+from ..config import ModelConfig
+from ..core import (
+    EmbeddingRequest,
+    EmbeddingResult,
+    Finish,
+    GenerationEvent,
+    GenerationRequest,
+    LLMError,
+    TextDelta,
+    Usage,
+)
+from ..core.events import Embedding
+from .inference_thread import InferenceThread
+
+__all__ = ["FakeEngine"]
+
+
+class FakeEngine:
+    """Replies with `pieces` for every choice; `loaded` gates `load()`; `error` is raised instead."""
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        thread: InferenceThread | None = None,
+        *,
+        pieces: Sequence[str] = ("Hello", " there"),
+        error: LLMError | None = None,
+        loaded: asyncio.Event | None = None,
+    ) -> None:
+        self.config = config
+        self.pieces = tuple(pieces)
+        self.error = error
+        self._loaded = loaded
+        self.closed = False
+
+    @property
+    def supports_embeddings(self) -> bool:
+        return self.config.embeddings
+
+    @property
+    def context_length(self) -> int:
+        return self.config.n_ctx
+
+    async def load(self) -> None:
+        if self._loaded is not None:
+            await self._loaded.wait()
+
+    async def close(self) -> None:
+        self.closed = True
+
+    def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationEvent]:
+        return self._events(request)
+
+    async def _events(self, request: GenerationRequest) -> AsyncIterator[GenerationEvent]:
+        if self.error is not None:
+            raise self.error
+        limit = request.sampling.max_tokens or len(self.pieces)
+        pieces = self.pieces[:limit]
+        for index in range(request.n):
+            for piece in pieces:
+                yield TextDelta(piece, index=index)
+            reason = "length" if limit < len(self.pieces) else "stop"
+            yield Finish(reason, Usage(prompt_tokens=3 if index == 0 else 0, completion_tokens=len(pieces)), index=index)
+
+    async def embed(self, request: EmbeddingRequest) -> EmbeddingResult:
+        return EmbeddingResult(tuple(Embedding((1.0, 0.0), tokens=1) for _ in request.inputs))

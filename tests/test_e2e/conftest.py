@@ -1,0 +1,104 @@
+"""One real model, one real uvicorn server, shared by every end-to-end test.
+
+The host is a small Starlette app with its own routes and the LLM app mounted at
+`/v1`, the way users deploy it; the standalone CLI app is served beside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse
+from starlette.routing import Mount, Route
+
+import openai
+
+from asgi_llm import LLMApp, ModelConfig, ModelPool, Settings
+
+MODEL = "SmolLM2-135M-Instruct"
+N_CTX = 2048
+
+
+def e2e_settings() -> Settings:
+    return Settings(
+        models=(
+            ModelConfig(id=MODEL, aliases=("default",), n_ctx=N_CTX, embeddings=True),
+            ModelConfig(id="chat-only", n_ctx=512, load="lazy"),
+        ),
+        max_body_bytes=256 * 1024,
+    )
+
+
+async def home(request: Request) -> PlainTextResponse:
+    return PlainTextResponse("host home")
+
+
+async def hello(request: Request) -> JSONResponse:
+    return JSONResponse({"hello": request.path_params["name"]})
+
+
+def host_app(llm: LLMApp) -> Starlette:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with llm.lifespan():
+            await llm.pool.wait_ready()
+            yield
+
+    return Starlette(
+        routes=[Route("/", home), Route("/hello/{name}", hello), Mount("/v1", app=llm)],
+        lifespan=lifespan,
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Server:
+    url: str
+    pool: ModelPool
+
+
+@contextlib.contextmanager
+def run_uvicorn(app: Starlette) -> Iterator[str]:
+    port = _free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="on", ws="none", log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[Server]:
+    llm = LLMApp(e2e_settings())
+    with run_uvicorn(host_app(llm)) as url:
+        yield Server(url=url, pool=llm.pool)
+
+
+@pytest.fixture(scope="session")
+def client(server: Server) -> Iterator[openai.OpenAI]:
+
+    with openai.OpenAI(base_url=f"{server.url}/v1", api_key="not-checked", max_retries=0, timeout=60) as sdk:
+        yield sdk

@@ -1,0 +1,100 @@
+"""Every bad input, one by one, answered in OpenAI's envelope with the right status — over real HTTP."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+MODEL = "SmolLM2-135M-Instruct"
+CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+
+
+def _error(response: httpx.Response, status: int) -> dict[str, object]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    body = response.json()
+    assert set(body) == {"error"}
+    error = body["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    text = response.text
+    assert "Traceback" not in text and "/work" not in text and ".gguf" not in text and "site-packages" not in text
+    return error
+
+
+@pytest.fixture
+def post(server):
+    def send(path: str, **kwargs: object) -> httpx.Response:
+        return httpx.post(f"{server.url}/v1{path}", timeout=30, **kwargs)  # type: ignore[arg-type]
+
+    return send
+
+
+def test_malformed_json(post) -> None:
+    error = _error(post("/chat/completions", content=b'{"model": ', headers={"content-type": "application/json"}), 400)
+    assert error["type"] == "invalid_request_error"
+
+
+def test_body_that_is_not_an_object(post) -> None:
+    _error(post("/chat/completions", json=["not", "an", "object"]), 400)
+
+
+@pytest.mark.parametrize(
+    ("change", "param"),
+    [
+        ({"temperature": "hot"}, "temperature"),
+        ({"max_tokens": "10"}, "max_tokens"),
+        ({"messages": "hi"}, "messages"),
+        ({"messages": [{"role": "wizard", "content": "hi"}]}, "messages[0].role"),
+        ({"stop": 5}, "stop"),
+        ({"n": 0}, "n"),
+        ({"top_logprobs": 2}, "top_logprobs"),
+        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+        ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}, "messages[0].content[0].type"),
+    ],
+)
+def test_wrong_field_names_the_param(post, change: dict[str, object], param: str) -> None:
+    error = _error(post("/chat/completions", json={**CHAT, **change}), 400)
+    assert error["param"] == param
+
+
+def test_missing_required_field(post) -> None:
+    error = _error(post("/chat/completions", json={"model": MODEL}), 400)
+    assert error["param"] == "messages"
+
+
+def test_unknown_model(post) -> None:
+    error = _error(post("/completions", json={"model": "nope", "prompt": "x"}), 404)
+    assert error["code"] == "model_not_found"
+
+
+def test_token_outside_vocabulary(post) -> None:
+    error = _error(post("/completions", json={"model": MODEL, "prompt": [1, 99999999]}), 400)
+    assert error["param"] == "prompt[0][1]"
+
+
+def test_context_overflow_on_completions(post) -> None:
+    error = _error(post("/completions", json={"model": MODEL, "prompt": "word " * 3000, "stream": True}), 400)
+    assert error["code"] == "context_length_exceeded"
+
+
+def test_max_tokens_beyond_context(post) -> None:
+    error = _error(post("/chat/completions", json={**CHAT, "max_tokens": 100_000}), 400)
+    assert error["code"] == "context_length_exceeded"
+
+
+def test_oversized_body_is_413(post) -> None:
+    huge = {**CHAT, "messages": [{"role": "user", "content": "x" * 300_000}]}
+    _error(post("/chat/completions", json=huge), 413)
+
+
+def test_unknown_route_and_wrong_method(server) -> None:
+    error = _error(httpx.get(f"{server.url}/v1/nothing-here"), 404)
+    assert error["code"] == "not_found"
+    error = _error(httpx.get(f"{server.url}/v1/chat/completions"), 405)
+    assert error["code"] == "method_not_allowed"
+
+
+def test_trailing_slash_is_served_without_redirect(server) -> None:
+    response = httpx.get(f"{server.url}/v1/models/", follow_redirects=False)
+    assert response.status_code == 200
+    assert response.json()["object"] == "list"
