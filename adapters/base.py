@@ -72,12 +72,15 @@ class StreamEncoder(Protocol):
     def error(self, error: LLMError) -> bytes: ...
 
 
+G = TypeVar("G", bound=GenerationRequest)
+
+
 @dataclass(frozen=True)
-class GenerateRoute:
+class GenerateRoute(Generic[G]):
     path: str
-    parse: Callable[[Any], Parsed[GenerationRequest]]
-    render: Callable[[Parsed[GenerationRequest], Meta, Sequence[GenerationEvent]], Any]
-    encoder: Callable[[Parsed[GenerationRequest], Meta], StreamEncoder]
+    parse: Callable[[Any], Parsed[G]]
+    render: Callable[[Parsed[G], Meta, Sequence[GenerationEvent]], Any]
+    encoder: Callable[[Parsed[G], Meta], StreamEncoder]
     methods: tuple[str, ...] = ("POST",)
 
 
@@ -98,7 +101,7 @@ class InfoRoute:
     methods: tuple[str, ...] = ("GET",)
 
 
-Route = Union[GenerateRoute, EmbedRoute, InfoRoute]
+Route = Union[GenerateRoute[Any], EmbedRoute, InfoRoute]
 
 
 @dataclass(frozen=True)
@@ -121,12 +124,15 @@ def validate(model: type[M], data: Any) -> M:
         raise InvalidRequest(_describe(first, param), param=param or None) from None
 
 
+_SCALAR_BRANCHES = frozenset({"str", "int", "float", "bool"})
+
+
 def _param_path(loc: tuple[int | str, ...]) -> str:
     path = ""
     for part in loc:
         if isinstance(part, int):
             path += f"[{part}]"
-        elif part.startswith(("function-", "tagged-", "literal[", "str", "int", "float", "list[", "dict[", "bool")):
+        elif part in _SCALAR_BRANCHES or part.startswith(("function-", "tagged-", "literal[", "list[", "dict[")):
             continue  # union branch names, not fields
         else:
             path += f".{part}" if path else part

@@ -177,7 +177,6 @@ def render(parsed: Parsed[ChatRequest], meta: Meta, events: Sequence[GenerationE
         "object": "chat.completion",
         "created": meta.created,
         "model": meta.model,
-        "system_fingerprint": None,
         "choices": choices,
         "usage": usage_dict(total_usage(finishes.values())),
     }
@@ -201,7 +200,6 @@ class ChatStream:
             "object": "chat.completion.chunk",
             "created": self._meta.created,
             "model": self._meta.model,
-            "system_fingerprint": None,
             "choices": choices,
         }
         if self._include_usage:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from pydantic import Field
 
@@ -97,8 +97,8 @@ def _prompts(prompt: Prompt) -> tuple[str | tuple[int, ...], ...]:
     if not prompt:
         raise InvalidRequest("'prompt' must not be empty.", param="prompt")
     if all(isinstance(p, int) for p in prompt):
-        return (tuple(prompt),)  # type: ignore[arg-type]
-    return tuple(p if isinstance(p, str) else tuple(p) for p in prompt)  # type: ignore[union-attr]
+        return (tuple(cast(list[int], prompt)),)
+    return tuple(p if isinstance(p, str) else tuple(cast(list[int], p)) for p in prompt)
 
 
 def completion_logprobs(tokens: Sequence[TokenLogprob], offset: int) -> dict[str, Any]:
@@ -142,7 +142,6 @@ def render(parsed: Parsed[CompletionRequest], meta: Meta, events: Sequence[Gener
         "object": "text_completion",
         "created": meta.created,
         "model": meta.model,
-        "system_fingerprint": None,
         "choices": choices,
         "usage": usage_dict(total_usage(finishes.values())),
     }
@@ -165,7 +164,6 @@ class CompletionStream:
             "object": "text_completion",
             "created": self._meta.created,
             "model": self._meta.model,
-            "system_fingerprint": None,
             "choices": [choice] if choice else [],
         }
         if self._include_usage:
@@ -192,7 +190,6 @@ class CompletionStream:
             "object": "text_completion",
             "created": self._meta.created,
             "model": self._meta.model,
-            "system_fingerprint": None,
             "choices": [],
             "usage": usage_dict(total_usage(self._finishes)),
         }

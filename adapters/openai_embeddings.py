@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import struct
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import Field
 
@@ -37,9 +37,9 @@ def parse(body: Any) -> Parsed[EmbeddingRequest]:
     elif not raw:
         raise InvalidRequest("'input' must not be empty.", param="input")
     elif all(isinstance(x, int) for x in raw):
-        inputs = (tuple(raw),)  # type: ignore[arg-type]
+        inputs = (tuple(cast(list[int], raw)),)
     else:
-        inputs = tuple(x if isinstance(x, str) else tuple(x) for x in raw)  # type: ignore[union-attr]
+        inputs = tuple(x if isinstance(x, str) else tuple(cast(list[int], x)) for x in raw)
     for i, item in enumerate(inputs):
         if isinstance(item, str) and not item:
             raise InvalidRequest("An input string is empty.", param=f"input[{i}]")

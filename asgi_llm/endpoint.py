@@ -10,14 +10,14 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import anyio
 
 from .adapters.base import Adapter, EmbedRoute, GenerateRoute, InfoRoute, Meta, Route
 from .asgi import ClientGone, Receive, Scope, Send, decode_json, read_body, send_json, start_stream
-from .core import GenerationEvent, InternalError, LLMError, RetryLater, Unsupported
+from .core import Engine, GenerationEvent, InternalError, LLMError, RetryLater, Unsupported
 from .pool import ModelPool
 
 __all__ = ["Endpoint"]
@@ -85,15 +85,22 @@ class Endpoint:
             await send_json(send, status, body)
             return
         body = decode_json(await read_body(scope, receive, self._limit))
-        parsed = route.parse(body)
-        engine, model_id = await self._pool.engine(parsed.request.model)
-        meta = Meta(request_id=uuid.uuid4().hex[:24], created=int(time.time()), model=model_id)
         if isinstance(route, EmbedRoute):
-            if not engine.supports_embeddings:
-                raise Unsupported(f"The model '{model_id}' does not serve embeddings.", param="model")
-            result = await _until_disconnect(receive, lambda: engine.embed(parsed.request))
-            await send_json(send, 200, route.render(parsed, meta, result))
-            return
+            await self._embed(route, body, receive, send)
+        else:
+            await self._generate(route, body, receive, send)
+
+    async def _embed(self, route: EmbedRoute, body: Any, receive: Receive, send: Send) -> None:
+        parsed = route.parse(body)
+        engine, meta = await self._engine(parsed.request.model)
+        if not engine.supports_embeddings:
+            raise Unsupported(f"The model '{meta.model}' does not serve embeddings.", param="model")
+        result = await _until_disconnect(receive, lambda: engine.embed(parsed.request))
+        await send_json(send, 200, route.render(parsed, meta, result))
+
+    async def _generate(self, route: GenerateRoute[Any], body: Any, receive: Receive, send: Send) -> None:
+        parsed = route.parse(body)
+        engine, meta = await self._engine(parsed.request.model)
         events = engine.generate(parsed.request)
         async with contextlib.aclosing(events):
             if parsed.stream:
@@ -102,8 +109,14 @@ class Endpoint:
                 collected = await _until_disconnect(receive, lambda: _collect(events))
                 await send_json(send, 200, route.render(parsed, meta, collected))
 
+    async def _engine(self, name: str) -> tuple[Engine, Meta]:
+        engine, model_id = await self._pool.engine(name)
+        return engine, Meta(request_id=uuid.uuid4().hex[:24], created=int(time.time()), model=model_id)
+
     @staticmethod
-    async def _stream(route: GenerateRoute, parsed: Any, meta: Meta, events: Any, send: Send) -> None:
+    async def _stream(
+        route: GenerateRoute[Any], parsed: Any, meta: Meta, events: AsyncGenerator[GenerationEvent, None], send: Send
+    ) -> None:
         encoder = route.encoder(parsed, meta)
         first: GenerationEvent = await events.__anext__()  # errors before this point get a status
         await start_stream(send, encoder.media_type)
@@ -120,5 +133,5 @@ class Endpoint:
         await send({"type": "http.response.body", "body": tail, "more_body": False})
 
 
-async def _collect(events: Any) -> list[GenerationEvent]:
+async def _collect(events: AsyncGenerator[GenerationEvent, None]) -> list[GenerationEvent]:
     return [event async for event in events]

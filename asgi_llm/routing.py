@@ -19,7 +19,7 @@ def route_path(scope: Scope) -> str:
     """The path below our mount point, whichever way the host reports it."""
     path: str = scope.get("path", "/")
     root: str = scope.get("root_path", "")
-    if root and path.startswith(root):
+    if root and (path == root or path.startswith(root.rstrip("/") + "/")):
         path = path[len(root) :]
     path = "/" + path.strip("/")
     return path

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Protocol, runtime_checkable
 
 from .events import EmbeddingResult, GenerationEvent
@@ -30,6 +30,6 @@ class Engine(Protocol):
 
     async def close(self) -> None: ...
 
-    def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationEvent]: ...
+    def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]: ...
 
     async def embed(self, request: EmbeddingRequest) -> EmbeddingResult: ...

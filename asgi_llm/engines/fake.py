@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 
 from ..config import ModelConfig
 from ..core import (
     EmbeddingRequest,
     EmbeddingResult,
     Finish,
+    FinishReason,
     GenerationEvent,
     GenerationRequest,
     LLMError,
@@ -55,10 +56,10 @@ class FakeEngine:
     async def close(self) -> None:
         self.closed = True
 
-    def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationEvent]:
+    def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
         return self._events(request)
 
-    async def _events(self, request: GenerationRequest) -> AsyncIterator[GenerationEvent]:
+    async def _events(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
         if self.error is not None:
             raise self.error
         limit = request.sampling.max_tokens or len(self.pieces)
@@ -66,7 +67,7 @@ class FakeEngine:
         for index in range(request.n):
             for piece in pieces:
                 yield TextDelta(piece, index=index)
-            reason = "length" if limit < len(self.pieces) else "stop"
+            reason: FinishReason = "length" if limit < len(self.pieces) else "stop"
             yield Finish(reason, Usage(prompt_tokens=3 if index == 0 else 0, completion_tokens=len(pieces)), index=index)
 
     async def embed(self, request: EmbeddingRequest) -> EmbeddingResult:

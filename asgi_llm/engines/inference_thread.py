@@ -14,7 +14,7 @@ import logging
 import queue
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Hashable, Iterator
+from collections.abc import AsyncGenerator, Callable, Generator, Hashable
 from typing import Any, Generic, TypeVar
 
 from ..core.errors import ModelNotReady
@@ -66,11 +66,11 @@ class _CallJob:
 
 
 class _StreamJob:
-    def __init__(self, lane: Hashable, make: Callable[[], Iterator[Any]], channel: _Channel[Any]) -> None:
+    def __init__(self, lane: Hashable, make: Callable[[], Generator[Any, None, Any]], channel: _Channel[Any]) -> None:
         self.lane = lane
         self.make = make
         self.channel = channel
-        self.iterator: Iterator[Any] | None = None
+        self.iterator: Generator[Any, None, Any] | None = None
         self.cancelled = False  # set by the event loop, read here every step
 
 
@@ -120,7 +120,9 @@ class InferenceThread:
         self._inbox.put(_CallJob(fn, future))
         return await asyncio.wrap_future(future)
 
-    async def stream(self, lane: Hashable, make: Callable[[], Iterator[T]]) -> AsyncIterator[T]:
+    async def stream(
+        self, lane: Hashable, make: Callable[[], Generator[T | None, None, Any]]
+    ) -> AsyncGenerator[T, None]:
         """Iterate `make()` on the inference thread, one item per turn.
 
         `None` items are yield points (e.g. between prompt chunks) and are not delivered.

@@ -11,12 +11,12 @@ import contextlib
 import logging
 import math
 import random
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Generator, Sequence
 from typing import Any
 
 import llama_cpp
 import numpy as np
-from llama_cpp import _internals as internals
+from llama_cpp import _internals
 
 from ..config import ModelConfig
 from ..core.errors import ContextOverflow, InvalidRequest, ModelNotReady, Overloaded
@@ -44,6 +44,7 @@ _SPLIT_MODES = {"none": 0, "layer": 1, "row": 2}
 _POOLING = {"mean": 1, "cls": 2, "last": 3}
 _GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
 _PENALTY_WINDOW = 64
+internals: Any = _internals  # untyped; only its sampler chain is used
 
 
 def backend_info() -> dict[str, Any]:
@@ -94,7 +95,7 @@ class LlamaCppEngine:
     async def close(self) -> None:
         await self._thread.call(self._close)
 
-    def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationEvent]:
+    def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
         return self._generate(request)
 
     async def embed(self, request: EmbeddingRequest) -> EmbeddingResult:
@@ -102,14 +103,14 @@ class LlamaCppEngine:
             raise ModelNotReady("The model is not loaded yet.")
         return await self._thread.call(lambda: self._embed(request))
 
-    async def _generate(self, request: GenerationRequest) -> AsyncIterator[GenerationEvent]:
+    async def _generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
         if self._llm is None:
             raise ModelNotReady("The model is not loaded yet.")
         if self._pending > self.config.max_queue:
             raise Overloaded("Too many requests are waiting for this model; retry shortly.")
         self._pending += 1
         try:
-            stream = self._thread.stream(self, lambda: self._generation(request))
+            stream: AsyncGenerator[GenerationEvent, None] = self._thread.stream(self, lambda: self._generation(request))
             async with contextlib.aclosing(stream) as events:
                 async for event in events:
                     yield event
@@ -200,7 +201,7 @@ class LlamaCppEngine:
                 raise InvalidRequest(f"Token id {token} is outside this model's vocabulary (0..{n_vocab - 1}).", param=f"{param}[{i}]")
         return list(ids)
 
-    def _generation(self, request: GenerationRequest) -> Iterator[GenerationEvent | None]:
+    def _generation(self, request: GenerationRequest) -> Generator[GenerationEvent | None, None, None]:
         """All choices of one request, one after another. `None` items are yield points."""
         prompts = self._prompts(request)
         for tokens, _ in prompts:
@@ -224,7 +225,7 @@ class LlamaCppEngine:
 
     def _decode(
         self, prompt: list[int], params: SamplingParams, index: int, *, count_prompt: bool
-    ) -> Iterator[GenerationEvent | None]:
+    ) -> Generator[GenerationEvent | None, None, None]:
         llm = self._llm
         cached = yield from self._ingest(prompt)
         sampler = self._sampler(params, index)
@@ -272,7 +273,7 @@ class LlamaCppEngine:
             stop_sequence=stops.matched,
         )
 
-    def _ingest(self, prompt: list[int]) -> Iterator[None]:
+    def _ingest(self, prompt: list[int]) -> Generator[None, None, int]:
         """Bring the KV cache to `prompt`, reusing the longest cached prefix; returns its length."""
         llm = self._llm
         cached = 0
