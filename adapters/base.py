@@ -29,6 +29,8 @@ __all__ = [
     "StreamEncoder",
     "GenerateRoute",
     "EmbedRoute",
+    "CountRoute",
+    "InfoContext",
     "InfoRoute",
     "Route",
     "Adapter",
@@ -93,15 +95,32 @@ class EmbedRoute:
 
 
 @dataclass(frozen=True)
+class CountRoute(Generic[G]):
+    """Counts a request's prompt tokens without generating."""
+
+    path: str
+    parse: Callable[[Any], Parsed[G]]
+    render: Callable[[Parsed[G], int], Any]
+    methods: tuple[str, ...] = ("POST",)
+
+
+@dataclass(frozen=True)
+class InfoContext:
+    catalog: Sequence[ModelCard]
+    params: Mapping[str, str]
+    headers: Mapping[str, str]  # lower-case names
+
+
+@dataclass(frozen=True)
 class InfoRoute:
     """Answers from the model catalog alone; never waits for a model."""
 
     path: str
-    handle: Callable[[Sequence[ModelCard], Mapping[str, str]], Reply]
+    handle: Callable[[InfoContext], Reply]
     methods: tuple[str, ...] = ("GET",)
 
 
-Route = Union[GenerateRoute[Any], EmbedRoute, InfoRoute]
+Route = Union[GenerateRoute[Any], EmbedRoute, CountRoute[Any], InfoRoute]
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from asgi_llm.core import (
     InvalidRequest,
     LLMError,
     Message,
+    ReasoningDelta,
     SamplingParams,
     TextDelta,
     Unsupported,
@@ -153,18 +154,21 @@ def _text(content: str | list[ContentPart] | None, param: str) -> str:
 def render(parsed: Parsed[ChatRequest], meta: Meta, events: Sequence[GenerationEvent]) -> dict[str, Any]:
     n = parsed.request.n
     texts: list[list[str]] = [[] for _ in range(n)]
+    reasoning: list[list[str]] = [[] for _ in range(n)]
     logprobs: list[list[Any]] = [[] for _ in range(n)]
     finishes: dict[int, Finish] = {}
     for event in events:
         if isinstance(event, TextDelta):
             texts[event.index].append(event.text)
             logprobs[event.index].extend(event.logprobs)
+        elif isinstance(event, ReasoningDelta):
+            reasoning[event.index].append(event.text)
         else:
             finishes[event.index] = event
     choices = [
         {
             "index": i,
-            "message": {"role": "assistant", "content": "".join(texts[i]), "refusal": None},
+            "message": _message_out("".join(texts[i]), "".join(reasoning[i])),
             "logprobs": {"content": chat_logprobs(logprobs[i]), "refusal": None}
             if parsed.request.sampling.logprobs
             else None,
@@ -180,6 +184,13 @@ def render(parsed: Parsed[ChatRequest], meta: Meta, events: Sequence[GenerationE
         "choices": choices,
         "usage": usage_dict(total_usage(finishes.values())),
     }
+
+
+def _message_out(content: str, reasoning: str) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+    if reasoning:
+        message["reasoning_content"] = reasoning  # the de-facto field of llama.cpp and DeepSeek
+    return message
 
 
 class ChatStream:
@@ -218,6 +229,8 @@ class ChatStream:
         if isinstance(event, TextDelta):
             logprobs = {"content": chat_logprobs(event.logprobs), "refusal": None} if self._logprobs else None
             choice = {"index": event.index, "delta": {"content": event.text}, "logprobs": logprobs, "finish_reason": None}
+        elif isinstance(event, ReasoningDelta):
+            choice = {"index": event.index, "delta": {"reasoning_content": event.text}, "logprobs": None, "finish_reason": None}
         else:
             self._finishes.append(event)
             choice = {"index": event.index, "delta": {}, "logprobs": None, "finish_reason": event.reason}

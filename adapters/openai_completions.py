@@ -123,7 +123,7 @@ def render(parsed: Parsed[CompletionRequest], meta: Meta, events: Sequence[Gener
         if isinstance(event, TextDelta):
             texts[event.index].append(event.text)
             logprobs[event.index].extend(event.logprobs)
-        else:
+        elif isinstance(event, Finish):
             finishes[event.index] = event
     choices = []
     for i in range(count):
@@ -177,6 +177,8 @@ class CompletionStream:
         if isinstance(event, Finish):
             self._finishes.append(event)
             return self._chunk({"index": event.index, "text": "", "logprobs": None, "finish_reason": event.reason})
+        if not isinstance(event, TextDelta):
+            return b""  # raw completions carry no reasoning channel
         offset = self._offsets.get(event.index, 0)
         self._offsets[event.index] = offset + len(event.text)
         logprobs = completion_logprobs(event.logprobs, offset) if self._logprobs else None

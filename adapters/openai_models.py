@@ -29,6 +29,6 @@ def get_model(catalog: Sequence[ModelCard], params: Mapping[str, str]) -> Reply:
 
 
 ROUTES = (
-    InfoRoute(path="/models", handle=list_models),
-    InfoRoute(path="/models/{model:path}", handle=get_model),
+    InfoRoute(path="/models", handle=lambda ctx: list_models(ctx.catalog, ctx.params)),
+    InfoRoute(path="/models/{model:path}", handle=lambda ctx: get_model(ctx.catalog, ctx.params)),
 )

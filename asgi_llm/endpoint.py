@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from .adapters.base import Adapter, EmbedRoute, GenerateRoute, InfoRoute, Meta, Route
+from .adapters.base import Adapter, CountRoute, EmbedRoute, GenerateRoute, InfoContext, InfoRoute, Meta, Route
 from .asgi import ClientGone, Receive, Scope, Send, decode_json, read_body, send_json, start_stream
 from .core import Engine, GenerationEvent, InternalError, LLMError, RetryLater, Unsupported
 from .pool import ModelPool
@@ -81,12 +81,18 @@ class Endpoint:
 
     async def _dispatch(self, route: Route, params: Mapping[str, str], scope: Scope, receive: Receive, send: Send) -> None:
         if isinstance(route, InfoRoute):
-            status, body = route.handle(self._pool.catalog(), params)
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
+            status, body = route.handle(InfoContext(self._pool.catalog(), params, headers))
             await send_json(send, status, body)
             return
         body = decode_json(await read_body(scope, receive, self._limit))
         if isinstance(route, EmbedRoute):
             await self._embed(route, body, receive, send)
+        elif isinstance(route, CountRoute):
+            parsed = route.parse(body)
+            engine, _ = await self._engine(parsed.request.model)
+            count = await _until_disconnect(receive, lambda: engine.count_tokens(parsed.request))
+            await send_json(send, 200, route.render(parsed, count))
         else:
             await self._generate(route, body, receive, send)
 

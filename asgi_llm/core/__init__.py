@@ -25,6 +25,7 @@ from .events import (
     Finish,
     FinishReason,
     GenerationEvent,
+    ReasoningDelta,
     TextDelta,
     TokenLogprob,
     TopLogprob,
@@ -40,6 +41,7 @@ from .requests import (
     Role,
     SamplingParams,
     TokenIds,
+    ToolCall,
 )
 
 __all__ = [
@@ -65,6 +67,7 @@ __all__ = [
     "ModelNotReady",
     "Overloaded",
     "PayloadTooLarge",
+    "ReasoningDelta",
     "MethodNotAllowed",
     "RateLimited",
     "RetryLater",
@@ -73,6 +76,7 @@ __all__ = [
     "SamplingParams",
     "TextDelta",
     "TokenIds",
+    "ToolCall",
     "TokenLogprob",
     "TopLogprob",
     "Unauthorized",

@@ -12,6 +12,7 @@ __all__ = [
     "TopLogprob",
     "TokenLogprob",
     "TextDelta",
+    "ReasoningDelta",
     "Finish",
     "GenerationEvent",
     "Embedding",
@@ -58,6 +59,14 @@ class TextDelta:
 
 
 @dataclass(frozen=True)
+class ReasoningDelta:
+    """Thinking text for choice `index`, from models that reason before answering."""
+
+    text: str
+    index: int = 0
+
+
+@dataclass(frozen=True)
 class Finish:
     """Choice `index` is complete.
 
@@ -71,7 +80,7 @@ class Finish:
     stop_sequence: str | None = None
 
 
-GenerationEvent = Union[TextDelta, Finish]
+GenerationEvent = Union[TextDelta, ReasoningDelta, Finish]
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from typing import Literal, Union
 
 __all__ = [
     "Role",
+    "ToolCall",
     "Message",
     "SamplingParams",
     "ChatRequest",
@@ -21,10 +22,24 @@ TokenIds = tuple[int, ...]
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """A call the assistant made in an earlier turn; `arguments` is a JSON object as text."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
 class Message:
+    """One turn. `tool_calls` on assistant turns; `tool_call_id` answers one on tool turns."""
+
     role: Role
     content: str
     name: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    reasoning: str | None = None
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,7 +11,7 @@ from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ..core.errors import InvalidRequest
-from ..core.requests import Message
+from ..core.requests import Message, ToolCall
 
 __all__ = ["ChatTemplate", "CHATML"]
 
@@ -31,6 +32,15 @@ def _strftime_now(fmt: str) -> str:
     return datetime.datetime.now().strftime(fmt)
 
 
+def _tool_call(call: ToolCall) -> dict[str, Any]:
+    """The Hugging Face chat-template shape; templates expect arguments as a mapping."""
+    try:
+        arguments: Any = json.loads(call.arguments)
+    except ValueError:
+        arguments = call.arguments
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
+
+
 class ChatTemplate:
     def __init__(self, source: str, *, bos_token: str = "", eos_token: str = "") -> None:
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
@@ -46,6 +56,12 @@ class ChatTemplate:
             item: dict[str, Any] = {"role": m.role, "content": m.content}
             if m.name is not None:
                 item["name"] = m.name
+            if m.tool_calls:
+                item["tool_calls"] = [_tool_call(call) for call in m.tool_calls]
+            if m.tool_call_id is not None:
+                item["tool_call_id"] = m.tool_call_id
+            if m.reasoning is not None:
+                item["reasoning_content"] = m.reasoning
             payload.append(item)
         try:
             return self._template.render(

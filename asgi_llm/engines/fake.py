@@ -70,5 +70,8 @@ class FakeEngine:
             reason: FinishReason = "length" if limit < len(self.pieces) else "stop"
             yield Finish(reason, Usage(prompt_tokens=3 if index == 0 else 0, completion_tokens=len(pieces)), index=index)
 
+    async def count_tokens(self, request: GenerationRequest) -> int:
+        return 3
+
     async def embed(self, request: EmbeddingRequest) -> EmbeddingResult:
         return EmbeddingResult(tuple(Embedding((1.0, 0.0), tokens=1) for _ in request.inputs))

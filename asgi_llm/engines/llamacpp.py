@@ -103,6 +103,11 @@ class LlamaCppEngine:
             raise ModelNotReady("The model is not loaded yet.")
         return await self._thread.call(lambda: self._embed(request))
 
+    async def count_tokens(self, request: GenerationRequest) -> int:
+        if self._llm is None:
+            raise ModelNotReady("The model is not loaded yet.")
+        return await self._thread.call(lambda: sum(len(tokens) for tokens, _ in self._prompts(request)))
+
     async def _generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
         if self._llm is None:
             raise ModelNotReady("The model is not loaded yet.")
