@@ -7,7 +7,7 @@ results and events into wire bytes. The app does all I/O.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, Union
 
 from pydantic import BaseModel, ValidationError
@@ -109,15 +109,21 @@ class InfoContext:
     catalog: Sequence[ModelCard]
     params: Mapping[str, str]
     headers: Mapping[str, str]  # lower-case names
+    body: Any = None  # the decoded JSON body, for POST routes
 
 
 @dataclass(frozen=True)
 class InfoRoute:
-    """Answers from the model catalog alone; never waits for a model."""
+    """Answers from the model catalog alone; never waits for a model.
+
+    A `str` reply body is sent as text/plain. With `requires_header`, the route only
+    matches requests carrying that header (Anthropic's `/models` beside OpenAI's).
+    """
 
     path: str
     handle: Callable[[InfoContext], Reply]
     methods: tuple[str, ...] = ("GET",)
+    requires_header: str | None = None
 
 
 Route = Union[GenerateRoute[Any], EmbedRoute, CountRoute[Any], InfoRoute]
@@ -130,7 +136,8 @@ class Adapter:
     name: str
     routes: tuple[Route, ...]
     render_error: Callable[[LLMError], Reply]
-    extra_headers: Mapping[str, str] = field(default_factory=dict)
+    signature_header: str | None = None
+    """A header that marks a request as this protocol's, to pick the error envelope for unknown routes."""
 
 
 def validate(model: type[M], data: Any) -> M:

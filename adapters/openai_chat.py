@@ -16,6 +16,10 @@ from asgi_llm.core import (
     LLMError,
     Message,
     ReasoningDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
     SamplingParams,
     TextDelta,
     Unsupported,
@@ -37,10 +41,23 @@ class ContentPart(_Wire):
     text: str | None = None
 
 
+class WireFunctionCall(_Wire):
+    name: str
+    arguments: str
+
+
+class WireToolCall(_Wire):
+    id: str
+    type: Literal["function"] = "function"
+    function: WireFunctionCall
+
+
 class WireMessage(_Wire):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[ContentPart] | None = None
     name: str | None = None
+    tool_calls: list[WireToolCall] | None = None
+    tool_call_id: str | None = None
 
 
 class StreamOptions(_Wire):
@@ -134,7 +151,16 @@ def _refuse_unsupported(wire: ChatBody) -> None:
 
 def _message(message: WireMessage, index: int) -> Message:
     role = "system" if message.role == "developer" else message.role
-    return Message(role=role, content=_text(message.content, f"messages[{index}].content"), name=message.name)
+    if message.role == "tool" and message.tool_call_id is None:
+        raise InvalidRequest("A tool message needs the 'tool_call_id' it answers.", param=f"messages[{index}].tool_call_id")
+    calls = tuple(ToolCall(c.id, c.function.name, c.function.arguments) for c in message.tool_calls or ())
+    return Message(
+        role=role,
+        content=_text(message.content, f"messages[{index}].content"),
+        name=message.name,
+        tool_calls=calls,
+        tool_call_id=message.tool_call_id,
+    )
 
 
 def _text(content: str | list[ContentPart] | None, param: str) -> str:
@@ -156,6 +182,7 @@ def render(parsed: Parsed[ChatRequest], meta: Meta, events: Sequence[GenerationE
     texts: list[list[str]] = [[] for _ in range(n)]
     reasoning: list[list[str]] = [[] for _ in range(n)]
     logprobs: list[list[Any]] = [[] for _ in range(n)]
+    calls: list[dict[int, dict[str, Any]]] = [{} for _ in range(n)]
     finishes: dict[int, Finish] = {}
     for event in events:
         if isinstance(event, TextDelta):
@@ -163,12 +190,16 @@ def render(parsed: Parsed[ChatRequest], meta: Meta, events: Sequence[GenerationE
             logprobs[event.index].extend(event.logprobs)
         elif isinstance(event, ReasoningDelta):
             reasoning[event.index].append(event.text)
-        else:
+        elif isinstance(event, ToolCallStart):
+            calls[event.index][event.call_index] = _call_out(event.id, event.name, "")
+        elif isinstance(event, ToolCallDelta):
+            calls[event.index][event.call_index]["function"]["arguments"] += event.arguments
+        elif isinstance(event, Finish):
             finishes[event.index] = event
     choices = [
         {
             "index": i,
-            "message": _message_out("".join(texts[i]), "".join(reasoning[i])),
+            "message": _message_out("".join(texts[i]), "".join(reasoning[i]), list(calls[i].values())),
             "logprobs": {"content": chat_logprobs(logprobs[i]), "refusal": None}
             if parsed.request.sampling.logprobs
             else None,
@@ -186,8 +217,14 @@ def render(parsed: Parsed[ChatRequest], meta: Meta, events: Sequence[GenerationE
     }
 
 
-def _message_out(content: str, reasoning: str) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+def _call_out(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def _message_out(content: str, reasoning: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content or (None if calls else ""), "refusal": None}
+    if calls:
+        message["tool_calls"] = calls
     if reasoning:
         message["reasoning_content"] = reasoning  # the de-facto field of llama.cpp and DeepSeek
     return message
@@ -231,6 +268,14 @@ class ChatStream:
             choice = {"index": event.index, "delta": {"content": event.text}, "logprobs": logprobs, "finish_reason": None}
         elif isinstance(event, ReasoningDelta):
             choice = {"index": event.index, "delta": {"reasoning_content": event.text}, "logprobs": None, "finish_reason": None}
+        elif isinstance(event, ToolCallStart):
+            call = {"index": event.call_index, **_call_out(event.id, event.name, "")}
+            choice = {"index": event.index, "delta": {"tool_calls": [call]}, "logprobs": None, "finish_reason": None}
+        elif isinstance(event, ToolCallDelta):
+            call = {"index": event.call_index, "function": {"arguments": event.arguments}}
+            choice = {"index": event.index, "delta": {"tool_calls": [call]}, "logprobs": None, "finish_reason": None}
+        elif isinstance(event, ToolCallEnd):
+            return head
         else:
             self._finishes.append(event)
             choice = {"index": event.index, "delta": {}, "logprobs": None, "finish_reason": event.reason}

@@ -44,11 +44,14 @@ class LLMApp:
         self.pool = pool or ModelPool(settings)
         self.settings = self.pool.settings
         self._adapters = tuple(adapters)
-        table: list[tuple[str, tuple[str, ...], tuple[Route | str, Adapter]]] = [
-            (route.path, route.methods, (route, adapter)) for adapter in self._adapters for route in adapter.routes
+        table: list[tuple[str, tuple[str, ...], tuple[Route | str, Adapter], str | None]] = [
+            (route.path, route.methods, (route, adapter), getattr(route, "requires_header", None))
+            for adapter in self._adapters
+            for route in adapter.routes
         ]
+        table.sort(key=lambda row: row[3] is None)  # header-specific routes first
         if health_path:
-            table.append((health_path, ("GET",), (_HEALTH, self._adapters[0])))
+            table.append((health_path, ("GET",), (_HEALTH, self._adapters[0]), None))
         self._router = Router(table)
         self._endpoint = Endpoint(self.pool, self.settings.max_body_bytes)
         self._lifespan_entered = False
@@ -74,8 +77,9 @@ class LLMApp:
     async def _serve_http(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.pool.started:
             await self._lazy_start()
-        match = self._router.match(route_path(scope), scope["method"])
-        adapter = self._adapters[0]
+        headers = {bytes(k).decode("latin-1").lower() for k, _ in scope.get("headers", ())}
+        match = self._router.match(route_path(scope), scope["method"], headers)
+        adapter = next((a for a in self._adapters if a.signature_header in headers), self._adapters[0])
         if match is None or match.target is None:
             error: LLMError = (
                 RouteNotFound(f"No route for {scope['method']} {route_path(scope)}.")

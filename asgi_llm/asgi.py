@@ -8,7 +8,7 @@ from typing import Any
 
 from .core import InvalidRequest, PayloadTooLarge
 
-__all__ = ["Scope", "Message", "Receive", "Send", "ASGIApp", "read_body", "decode_json", "send_json", "start_stream", "header"]
+__all__ = ["Scope", "Message", "Receive", "Send", "ASGIApp", "read_body", "decode_json", "send_json", "send_text", "start_stream", "header"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -74,6 +74,18 @@ async def send_json(send: Send, status: int, payload: Any, headers: Iterable[tup
                 (b"content-length", str(len(body)).encode()),
                 *_headers(headers),
             ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_text(send: Send, status: int, text: str) -> None:
+    body = text.encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())],
         }
     )
     await send({"type": "http.response.body", "body": body})

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import anyio
 
 from .adapters.base import Adapter, CountRoute, EmbedRoute, GenerateRoute, InfoContext, InfoRoute, Meta, Route
-from .asgi import ClientGone, Receive, Scope, Send, decode_json, read_body, send_json, start_stream
+from .asgi import ClientGone, Receive, Scope, Send, decode_json, read_body, send_json, send_text, start_stream
 from .core import Engine, GenerationEvent, InternalError, LLMError, RetryLater, Unsupported
 from .pool import ModelPool
 
@@ -80,12 +80,13 @@ class Endpoint:
         await send_json(send, status, body, headers)
 
     async def _dispatch(self, route: Route, params: Mapping[str, str], scope: Scope, receive: Receive, send: Send) -> None:
+        has_body = scope["method"] not in ("GET", "HEAD", "DELETE")
+        body = decode_json(await read_body(scope, receive, self._limit)) if has_body else None
         if isinstance(route, InfoRoute):
-            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
-            status, body = route.handle(InfoContext(self._pool.catalog(), params, headers))
-            await send_json(send, status, body)
+            headers = {bytes(k).decode("latin-1").lower(): bytes(v).decode("latin-1") for k, v in scope.get("headers", ())}
+            status, reply = route.handle(InfoContext(self._pool.catalog(), params, headers, body))
+            await (send_text(send, status, reply) if isinstance(reply, str) else send_json(send, status, reply))
             return
-        body = decode_json(await read_body(scope, receive, self._limit))
         if isinstance(route, EmbedRoute):
             await self._embed(route, body, receive, send)
         elif isinstance(route, CountRoute):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -42,14 +42,16 @@ class Match(Generic[T]):
 
 
 class Router(Generic[T]):
-    def __init__(self, routes: Sequence[tuple[str, tuple[str, ...], T]]) -> None:
-        self._routes = [(_compile(path), methods, target) for path, methods, target in routes]
+    """Routes are tried in order; one with a required header matches only when the request has it."""
 
-    def match(self, path: str, method: str) -> Match[T] | None:
+    def __init__(self, routes: Sequence[tuple[str, tuple[str, ...], T, str | None]]) -> None:
+        self._routes = [(_compile(path), methods, target, header) for path, methods, target, header in routes]
+
+    def match(self, path: str, method: str, headers: Collection[str] = ()) -> Match[T] | None:
         allowed: list[str] = []
-        for pattern, methods, target in self._routes:
+        for pattern, methods, target, header in self._routes:
             found = pattern.match(path)
-            if found is None:
+            if found is None or (header is not None and header not in headers):
                 continue
             if method in methods or (method == "HEAD" and "GET" in methods):
                 return Match(target, found.groupdict(), methods)

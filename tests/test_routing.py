@@ -27,12 +27,13 @@ def test_route_path(scope: dict[str, Any], expected: str) -> None:
     assert route_path(scope) == expected
 
 
-ROUTES = [
-    ("/chat/completions", ("POST",), "chat"),
-    ("/models", ("GET",), "list"),
-    ("/models/{model:path}", ("GET",), "get"),
-    ("/files/{name}", ("GET",), "file"),
-    ("/files/{name}", ("DELETE",), "delete"),
+ROUTES: list[tuple[str, tuple[str, ...], str, str | None]] = [
+    ("/chat/completions", ("POST",), "chat", None),
+    ("/models", ("GET",), "anthropic-list", "anthropic-version"),
+    ("/models", ("GET",), "list", None),
+    ("/models/{model:path}", ("GET",), "get", None),
+    ("/files/{name}", ("GET",), "file", None),
+    ("/files/{name}", ("DELETE",), "delete", None),
 ]
 
 
@@ -95,6 +96,13 @@ def test_unknown_path_is_none(router: Router[str], path: str) -> None:
 
 
 def test_template_text_is_literal() -> None:
-    router = Router([("/a.b", ("GET",), "dot")])
+    router = Router([("/a.b", ("GET",), "dot", None)])
     assert router.match("/a.b", "GET") is not None
     assert router.match("/axb", "GET") is None
+
+
+def test_route_with_required_header_matches_only_with_it(router: Router[str]) -> None:
+    plain = router.match("/models", "GET")
+    assert plain is not None and plain.target == "list"
+    marked = router.match("/models", "GET", {"anthropic-version", "x-api-key"})
+    assert marked is not None and marked.target == "anthropic-list"

@@ -27,6 +27,9 @@ from .events import (
     GenerationEvent,
     ReasoningDelta,
     TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
     TokenLogprob,
     TopLogprob,
     Usage,
@@ -42,6 +45,8 @@ from .requests import (
     SamplingParams,
     TokenIds,
     ToolCall,
+    ToolChoice,
+    ToolSpec,
 )
 
 __all__ = [
@@ -77,6 +82,11 @@ __all__ = [
     "TextDelta",
     "TokenIds",
     "ToolCall",
+    "ToolCallDelta",
+    "ToolCallEnd",
+    "ToolCallStart",
+    "ToolChoice",
+    "ToolSpec",
     "TokenLogprob",
     "TopLogprob",
     "Unauthorized",

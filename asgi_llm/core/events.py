@@ -13,6 +13,9 @@ __all__ = [
     "TokenLogprob",
     "TextDelta",
     "ReasoningDelta",
+    "ToolCallStart",
+    "ToolCallDelta",
+    "ToolCallEnd",
     "Finish",
     "GenerationEvent",
     "Embedding",
@@ -20,7 +23,7 @@ __all__ = [
     "total_usage",
 ]
 
-FinishReason = Literal["stop", "length"]
+FinishReason = Literal["stop", "length", "tool_calls"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,31 @@ class ReasoningDelta:
 
 
 @dataclass(frozen=True)
+class ToolCallStart:
+    """Choice `index` begins its `call_index`-th tool call."""
+
+    id: str
+    name: str
+    index: int = 0
+    call_index: int = 0
+
+
+@dataclass(frozen=True)
+class ToolCallDelta:
+    """A fragment of the call's JSON arguments; the fragments concatenate to a JSON object."""
+
+    arguments: str
+    index: int = 0
+    call_index: int = 0
+
+
+@dataclass(frozen=True)
+class ToolCallEnd:
+    index: int = 0
+    call_index: int = 0
+
+
+@dataclass(frozen=True)
 class Finish:
     """Choice `index` is complete.
 
@@ -80,7 +108,7 @@ class Finish:
     stop_sequence: str | None = None
 
 
-GenerationEvent = Union[TextDelta, ReasoningDelta, Finish]
+GenerationEvent = Union[TextDelta, ReasoningDelta, ToolCallStart, ToolCallDelta, ToolCallEnd, Finish]
 
 
 @dataclass(frozen=True)

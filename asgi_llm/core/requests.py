@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from collections.abc import Mapping
+from typing import Any, Literal, Union
 
 __all__ = [
     "Role",
     "ToolCall",
+    "ToolSpec",
+    "ToolChoice",
     "Message",
     "SamplingParams",
     "ChatRequest",
@@ -28,6 +31,19 @@ class ToolCall:
     id: str
     name: str
     arguments: str
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A function the model may call; `parameters` is a JSON Schema object."""
+
+    name: str
+    description: str | None = None
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+
+
+ToolChoice = Union[Literal["auto", "none", "required"], str]
+"""`auto`, `none`, `required` (some tool), or the name of the one tool to call."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +84,9 @@ class ChatRequest:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     n: int = 1
     user: str | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    tool_choice: ToolChoice = "auto"
+    parallel_tool_calls: bool = True
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ..core.errors import InvalidRequest
-from ..core.requests import Message, ToolCall
+from ..core.requests import Message, ToolCall, ToolSpec
 
 __all__ = ["ChatTemplate", "CHATML"]
 
@@ -41,6 +41,13 @@ def _tool_call(call: ToolCall) -> dict[str, Any]:
     return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
 
 
+def _tool_spec(tool: ToolSpec) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": tool.name, "parameters": dict(tool.parameters)}
+    if tool.description:
+        function["description"] = tool.description
+    return {"type": "function", "function": function}
+
+
 class ChatTemplate:
     def __init__(self, source: str, *, bos_token: str = "", eos_token: str = "") -> None:
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
@@ -50,7 +57,9 @@ class ChatTemplate:
         self.bos_token = bos_token
         self.eos_token = eos_token
 
-    def render(self, messages: Sequence[Message], *, add_generation_prompt: bool = True) -> str:
+    def render(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (), add_generation_prompt: bool = True
+    ) -> str:
         payload: list[dict[str, Any]] = []
         for m in messages:
             item: dict[str, Any] = {"role": m.role, "content": m.content}
@@ -67,6 +76,7 @@ class ChatTemplate:
             return self._template.render(
                 messages=payload,
                 add_generation_prompt=add_generation_prompt,
+                tools=[_tool_spec(t) for t in tools] or None,
                 bos_token=self.bos_token,
                 eos_token=self.eos_token,
             )

@@ -19,7 +19,7 @@ import numpy as np
 from llama_cpp import _internals
 
 from ..config import ModelConfig
-from ..core.errors import ContextOverflow, InvalidRequest, ModelNotReady, Overloaded
+from ..core.errors import ContextOverflow, InvalidRequest, ModelNotReady, Overloaded, Unsupported
 from ..core.events import (
     Embedding,
     EmbeddingResult,
@@ -183,7 +183,7 @@ class LlamaCppEngine:
         """Each prompt's tokens, and the text to echo before its output (completions only)."""
         if isinstance(request, ChatRequest):
             assert self._template is not None
-            text = self._template.render(request.messages)
+            text = self._template.render(request.messages, tools=request.tools)
             return [(self._tokenize(text, add_bos=not text.startswith(self._template.bos_token or "\0")), None)]
         prompts = []
         for i, prompt in enumerate(request.prompts):
@@ -208,6 +208,8 @@ class LlamaCppEngine:
 
     def _generation(self, request: GenerationRequest) -> Generator[GenerationEvent | None, None, None]:
         """All choices of one request, one after another. `None` items are yield points."""
+        if isinstance(request, ChatRequest) and request.tools and request.tool_choice not in ("auto", "none"):
+            raise Unsupported("Forcing a tool call is not supported by this server yet.", param="tool_choice")
         prompts = self._prompts(request)
         for tokens, _ in prompts:
             self._check_fits(tokens, request)

@@ -23,6 +23,9 @@ from starlette.routing import Mount, Route
 import openai
 
 from asgi_llm import LLMApp, ModelConfig, ModelPool, Settings
+from asgi_llm.adapters.anthropic import ANTHROPIC
+from asgi_llm.adapters.ollama import OLLAMA
+from asgi_llm.adapters.openai import OPENAI
 
 MODEL = "SmolLM2-135M-Instruct"
 N_CTX = 2048
@@ -46,15 +49,17 @@ async def hello(request: Request) -> JSONResponse:
     return JSONResponse({"hello": request.path_params["name"]})
 
 
-def host_app(llm: LLMApp) -> Starlette:
+def host_app(api: LLMApp, ollama: LLMApp) -> Starlette:
+    """OpenAI and Anthropic routes at /v1, Ollama's at the root, one shared pool."""
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with llm.lifespan():
-            await llm.pool.wait_ready()
+        async with api.lifespan(), ollama.lifespan():
+            await api.pool.wait_ready()
             yield
 
     return Starlette(
-        routes=[Route("/", home), Route("/hello/{name}", hello), Mount("/v1", app=llm)],
+        routes=[Route("/home", home), Route("/hello/{name}", hello), Mount("/v1", app=api), Mount("/", app=ollama)],
         lifespan=lifespan,
     )
 
@@ -92,9 +97,11 @@ def run_uvicorn(app: Starlette) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def server() -> Iterator[Server]:
-    llm = LLMApp(e2e_settings())
-    with run_uvicorn(host_app(llm)) as url:
-        yield Server(url=url, pool=llm.pool)
+    pool = ModelPool(e2e_settings())
+    api = LLMApp(pool=pool, adapters=(OPENAI, ANTHROPIC))
+    ollama = LLMApp(pool=pool, adapters=(OLLAMA,), health_path=None)
+    with run_uvicorn(host_app(api, ollama)) as url:
+        yield Server(url=url, pool=pool)
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ HI = [{"role": "user", "content": "Say hello."}]
 
 
 def test_host_routes_keep_working(server) -> None:
-    assert httpx.get(f"{server.url}/").text == "host home"
+    assert httpx.get(f"{server.url}/home").text == "host home"
     assert httpx.get(f"{server.url}/hello/ada").json() == {"hello": "ada"}
 
 
