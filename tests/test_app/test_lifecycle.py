@@ -1,0 +1,142 @@
+"""Lifespan, lazy start, health and 503s, driven through the ASGI interface with a scripted engine."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import httpx
+import pytest
+from asgi_lifespan import LifespanManager
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from asgi_llm import LLMApp, ModelConfig, ModelPool, Settings
+from asgi_llm.core import Overloaded
+from asgi_llm.engines.fake import FakeEngine
+
+pytestmark = pytest.mark.anyio
+CHAT = {"model": "fake", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def fake_pool(**engine_options: Any) -> ModelPool:
+    settings = Settings(models=(ModelConfig(id="fake", path="unused.gguf"),))
+    return ModelPool(settings, engine_factory=lambda config, thread: FakeEngine(config, thread, **engine_options))
+
+
+def client(app: Any) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+
+
+async def test_health_is_503_while_loading_then_200() -> None:
+    gate = asyncio.Event()
+    llm = LLMApp(pool=fake_pool(loaded=gate))
+    async with llm.lifespan(), client(llm) as http:
+        loading = await http.get("/health")
+        assert loading.status_code == 503 and loading.json()["status"] == "loading"
+        refused = await http.post("/chat/completions", json=CHAT)
+        assert refused.status_code == 503
+        assert refused.headers["retry-after"] == "1"
+        assert refused.json()["error"]["code"] == "model_not_ready"
+        models = await http.get("/models")
+        assert models.status_code == 200 and models.json()["data"][0]["id"] == "fake"
+        gate.set()
+        await llm.pool.wait_ready()
+        ready = await http.get("/health")
+        assert ready.status_code == 200 and ready.json() == {"status": "ok", "models": [{"id": "fake", "state": "ready"}]}
+
+
+async def test_failed_load_is_reported_without_details() -> None:
+    def broken(config: ModelConfig, thread: Any) -> FakeEngine:
+        raise OSError("/secret/path/model.gguf: no such file")
+
+    llm = LLMApp(pool=ModelPool(Settings(models=(ModelConfig(id="fake", path="x.gguf"),)), engine_factory=broken))
+    async with llm.lifespan(), client(llm) as http:
+        with pytest.raises(RuntimeError):
+            await llm.pool.wait_ready()
+        health = await http.get("/health")
+        assert health.status_code == 503
+        assert health.json()["models"] == [{"id": "fake", "state": "failed", "error": "OSError"}]
+        refused = await http.post("/chat/completions", json=CHAT)
+        assert refused.status_code == 503 and "failed to load" in refused.json()["error"]["message"]
+        assert "/secret" not in health.text + refused.text
+
+
+async def test_overloaded_is_503_with_retry_after() -> None:
+    llm = LLMApp(pool=fake_pool(error=Overloaded("Too many requests are waiting.", retry_after=2)))
+    async with llm.lifespan(), client(llm) as http:
+        await llm.pool.wait_ready()
+        for stream in (False, True):
+            response = await http.post("/chat/completions", json={**CHAT, "stream": stream})
+            assert response.status_code == 503
+            assert response.headers["retry-after"] == "2"
+            assert response.json()["error"] == {
+                "message": "Too many requests are waiting.",
+                "type": "server_error",
+                "param": None,
+                "code": "overloaded",
+            }
+
+
+async def test_lazy_start_when_the_host_does_not_forward_lifespan(caplog: pytest.LogCaptureFixture) -> None:
+    llm = LLMApp(pool=fake_pool())
+    host = Starlette(routes=[Mount("/v1", app=llm)])  # Starlette never sends lifespan to mounts
+    async with LifespanManager(host), client(host) as http:
+        assert not llm.pool.started
+        first = await http.post("/v1/chat/completions", json=CHAT)
+        assert first.status_code == 503  # the pool started; the model is loading in the background
+        await llm.pool.wait_ready()
+        reply = await http.post("/v1/chat/completions", json=CHAT)
+        assert reply.status_code == 200 and reply.json()["choices"][0]["message"]["content"] == "Hello there"
+    assert "lifespan was not forwarded" in caplog.text
+    await llm.pool.stop()
+
+
+async def test_lifespan_protocol_starts_and_stops_the_pool_leaving_no_thread() -> None:
+    llm = LLMApp(pool=fake_pool())
+    async with LifespanManager(llm):
+        assert llm.pool.started and llm.pool.thread.alive
+    assert not llm.pool.started and not llm.pool.thread.alive
+    assert not any(t.name == "asgi-llm-inference" for t in threading.enumerate())
+
+
+async def test_two_apps_in_one_process_are_independent() -> None:
+    first = LLMApp(pool=fake_pool(pieces=("one",)))
+    second = LLMApp(pool=fake_pool(pieces=("two",)))
+    async with first.lifespan(), second.lifespan(), client(first) as a, client(second) as b:
+        await first.pool.wait_ready()
+        await second.pool.wait_ready()
+        one = (await a.post("/chat/completions", json=CHAT)).json()
+        two = (await b.post("/chat/completions", json=CHAT)).json()
+    assert one["choices"][0]["message"]["content"] == "one"
+    assert two["choices"][0]["message"]["content"] == "two"
+
+
+async def test_a_shared_pool_stops_with_its_last_app() -> None:
+    pool = fake_pool()
+    api, other = LLMApp(pool=pool), LLMApp(pool=pool)
+    async with api.lifespan():
+        async with other.lifespan():
+            assert pool.started
+        assert pool.started and pool.thread.alive
+    assert not pool.started
+
+
+async def test_root_path_and_trailing_slash() -> None:
+    llm = LLMApp(pool=fake_pool())
+    host = Starlette(routes=[Mount("/deep/prefix", app=llm)], lifespan=llm.lifespan)
+    async with LifespanManager(host), client(host) as http:
+        await llm.pool.wait_ready()
+        for path in ("/deep/prefix/models", "/deep/prefix/models/", "/deep/prefix/models/fake/"):
+            response = await http.get(path)
+            assert response.status_code == 200, path
+
+
+async def test_unknown_model_never_falls_back() -> None:
+    llm = LLMApp(pool=fake_pool())
+    async with llm.lifespan(), client(llm) as http:
+        await llm.pool.wait_ready()
+        response = await http.post("/chat/completions", json={**CHAT, "model": "other"})
+    assert response.status_code == 404 and response.json()["error"]["code"] == "model_not_found"
+

@@ -1,0 +1,75 @@
+"""`asgi-llm serve` with no model option: the packaged default model over real HTTP, at /v1."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[str]:
+    command = shutil.which("asgi-llm", path=str(Path(sys.executable).parent))
+    assert command, "the asgi-llm console script is installed"
+    port = _free_port()
+    process = subprocess.Popen(
+        [command, "serve", "--port", str(port), "--n-ctx", "1024", "--log-level", "warning"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        assert process.poll() is None, process.stdout.read() if process.stdout else ""
+        try:
+            if httpx.get(f"{url}/health").status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, "server did not become healthy"
+        time.sleep(0.1)
+    try:
+        yield url
+    finally:
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=30)
+        assert process.returncode == 0, output
+        assert "Traceback" not in output
+
+
+def test_openai_sdk_against_serve(served: str) -> None:
+    with openai.OpenAI(base_url=f"{served}/v1", api_key="unused", max_retries=0) as client:
+        assert [m.id for m in client.models.list()] == ["SmolLM2-135M-Instruct"]
+        reply = client.chat.completions.create(
+            model="default", messages=[{"role": "user", "content": "Hi"}], max_tokens=5, temperature=0
+        )
+        assert reply.choices[0].message.content and reply.usage and reply.usage.completion_tokens <= 5
+        stream = client.chat.completions.create(
+            model="default", messages=[{"role": "user", "content": "Hi"}], max_tokens=5, temperature=0, stream=True
+        )
+        assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == reply.choices[0].message.content
+        completion = client.completions.create(model="default", prompt="The sky is", max_tokens=3)
+        assert completion.choices[0].text
+        embedding = client.embeddings.create(model="default", input="hello")
+        assert len(embedding.data[0].embedding) == 576
+
+
+def test_health_answers_at_the_root_and_under_v1(served: str) -> None:
+    assert httpx.get(f"{served}/health").json()["status"] == "ok"
+    assert httpx.get(f"{served}/v1/health").json()["status"] == "ok"
