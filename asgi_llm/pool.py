@@ -122,11 +122,21 @@ class ModelPool:
 
     def health(self) -> tuple[int, dict[str, Any]]:
         """200 when every startup model is ready; 503 while one loads or after one failed."""
-        models = [{"id": s.config.id, "state": s.state, **({"error": s.error} if s.error else {})} for s in self._slots]
+        models = [self._slot_health(s) for s in self._slots]
         pending = [s for s in self._slots if s.config.load == "startup" and s.state != "ready"]
         failed = any(s.state == "failed" for s in self._slots)
         status = "error" if failed else "loading" if pending or not self.started else "ok"
         return (200 if status == "ok" else 503), {"status": status, "models": models}
+
+    @staticmethod
+    def _slot_health(slot: _Slot) -> dict[str, Any]:
+        health: dict[str, Any] = {"id": slot.config.id, "state": slot.state}
+        if slot.error:
+            health["error"] = slot.error
+        backend = slot.engine.describe() if slot.engine is not None else {}
+        if backend:
+            health["backend"] = dict(backend)
+        return health
 
     def _begin_load(self, slot: _Slot) -> None:
         slot.state = "loading"

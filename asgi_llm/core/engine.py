@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any
 from typing import Protocol, runtime_checkable
 
 from .events import EmbeddingResult, GenerationEvent
@@ -25,6 +26,10 @@ class Engine(Protocol):
 
     @property
     def context_length(self) -> int: ...
+
+    def describe(self) -> Mapping[str, Any]:
+        """What the engine got at load (backend, GPU offload, context...), for health output."""
+        ...
 
     async def load(self) -> None: ...
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Sequence
+from typing import Any
 
 from ..config import ModelConfig
 from ..core import (
@@ -48,6 +49,9 @@ class FakeEngine:
     @property
     def context_length(self) -> int:
         return self.config.n_ctx
+
+    def describe(self) -> dict[str, Any]:
+        return {}
 
     async def load(self) -> None:
         if self._loaded is not None:

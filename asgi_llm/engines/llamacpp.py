@@ -78,11 +78,11 @@ class LlamaCppEngine:
     def context_length(self) -> int:
         return int(self._llm.n_ctx()) if self._llm is not None else self.config.n_ctx
 
-    @property
-    def details(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, Any]:
         if self._llm is None:
             return {}
         return {
+            **backend_info(),
             "n_ctx": self.context_length,
             "n_gpu_layers": self.config.n_gpu_layers,
             "n_threads": self.config.threads,
@@ -130,7 +130,9 @@ class LlamaCppEngine:
         self._template = self._chat_template()
         self._llm.eval([self._llm.token_bos()])  # warm-up: first request pays no allocation
         self._llm.reset()
-        log.info("loaded %s (%s)", cfg.id, backend_info())
+        log.info("loaded %s: %s", cfg.id, self.describe())
+        if cfg.n_gpu_layers and not llama_cpp.llama_supports_gpu_offload():
+            log.warning("n_gpu_layers=%s asked for, but this llama-cpp-python build has no GPU offload", cfg.n_gpu_layers)
 
     def _load_options(self, *, embedding: bool = False) -> dict[str, Any]:
         cfg = self.config

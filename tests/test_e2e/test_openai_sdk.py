@@ -153,3 +153,12 @@ def test_prompt_longer_than_context_is_400_before_streaming(client: openai.OpenA
         client.chat.completions.create(model=MODEL, messages=long, max_tokens=4, stream=stream)
     assert caught.value.code == "context_length_exceeded"
     assert caught.value.status_code == 400
+
+
+def test_health_reports_the_backend_it_got(server) -> None:
+    health = httpx.get(f"{server.url}/v1/health").json()
+    model = health["models"][0]
+    assert model["state"] == "ready"
+    backend = model["backend"]
+    assert backend["gpu_offload"] in (True, False)
+    assert backend["n_ctx"] == 2048 and backend["n_threads"] >= 1 and backend["n_params"] > 100_000_000
