@@ -6,7 +6,7 @@ results and events into wire bytes. The app does all I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, Union
 
@@ -32,6 +32,9 @@ __all__ = [
     "CountRoute",
     "InfoContext",
     "InfoRoute",
+    "StateRoute",
+    "StateStore",
+    "Resolve",
     "Route",
     "Adapter",
     "validate",
@@ -62,7 +65,23 @@ class Parsed(Generic[R]):
     options: Any = None
 
 
+class StateStore(Protocol):
+    """JSON objects by key, kept by the app for stateful protocols (Responses' `store`).
+
+    In memory or SQLite; bounded by size and age. Values must be JSON-able.
+    """
+
+    async def get(self, key: str) -> dict[str, Any] | None: ...
+
+    async def put(self, key: str, value: dict[str, Any]) -> None: ...
+
+    async def delete(self, key: str) -> bool: ...
+
+
 class StreamEncoder(Protocol):
+    """Stateful per stream. An encoder may also define `final() -> Any`: the whole
+    response object the stream described, handed to its route's `record` afterwards."""
+
     media_type: str
 
     def open(self) -> bytes: ...
@@ -77,6 +96,10 @@ class StreamEncoder(Protocol):
 G = TypeVar("G", bound=GenerationRequest)
 
 
+Resolve = Callable[[Parsed[G], StateStore], Awaitable[Parsed[G]]]
+"""Completes a parsed request from stored state (e.g. `previous_response_id`); may raise."""
+
+
 @dataclass(frozen=True)
 class GenerateRoute(Generic[G]):
     path: str
@@ -84,6 +107,9 @@ class GenerateRoute(Generic[G]):
     render: Callable[[Parsed[G], Meta, Sequence[GenerationEvent]], Any]
     encoder: Callable[[Parsed[G], Meta], StreamEncoder]
     methods: tuple[str, ...] = ("POST",)
+    resolve: Resolve[G] | None = None
+    record: Callable[[Parsed[G], Any, StateStore], Awaitable[None]] | None = None
+    """Stores the finished response (rendered, or the stream encoder's `final()`)."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +128,7 @@ class CountRoute(Generic[G]):
     parse: Callable[[Any], Parsed[G]]
     render: Callable[[Parsed[G], int], Any]
     methods: tuple[str, ...] = ("POST",)
+    resolve: Resolve[G] | None = None
 
 
 @dataclass(frozen=True)
@@ -126,7 +153,16 @@ class InfoRoute:
     requires_header: str | None = None
 
 
-Route = Union[GenerateRoute[Any], EmbedRoute, CountRoute[Any], InfoRoute]
+@dataclass(frozen=True)
+class StateRoute:
+    """Reads or changes stored state (retrieve / delete a stored response...)."""
+
+    path: str
+    handle: Callable[[InfoContext, StateStore], Awaitable[Reply]]
+    methods: tuple[str, ...] = ("GET",)
+
+
+Route = Union[GenerateRoute[Any], EmbedRoute, CountRoute[Any], InfoRoute, StateRoute]
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from .adapters.base import Adapter, Route
+from .adapters.base import Adapter, Route, StateStore
 from .adapters.openai import OPENAI
 from .asgi import Receive, Scope, Send, send_json
 from .config import Settings
@@ -16,12 +16,20 @@ from .core import LLMError, MethodNotAllowed, RouteNotFound
 from .endpoint import Endpoint
 from .pool import ModelPool
 from .routing import Router, route_path
+from .state import MemoryStore, SQLiteStore
 
 __all__ = ["LLMApp"]
 
 log = logging.getLogger("asgi_llm")
 
 _HEALTH = "health"
+
+
+def _store_from(settings: Settings) -> StateStore:
+    items, age = settings.state_max_items, settings.state_max_age_seconds
+    if settings.state_store == "sqlite":
+        return SQLiteStore(settings.state_path, max_items=items, max_age_seconds=age)
+    return MemoryStore(max_items=items, max_age_seconds=age)
 
 
 class LLMApp:
@@ -38,6 +46,7 @@ class LLMApp:
         pool: ModelPool | None = None,
         adapters: Sequence[Adapter] = (OPENAI,),
         health_path: str | None = "/health",
+        store: StateStore | None = None,
     ) -> None:
         if pool is not None and settings is not None:
             raise ValueError("pass settings or a shared pool, not both")
@@ -53,7 +62,8 @@ class LLMApp:
         if health_path:
             table.append((health_path, ("GET",), (_HEALTH, self._adapters[0]), None))
         self._router = Router(table)
-        self._endpoint = Endpoint(self.pool, self.settings.max_body_bytes)
+        self.store = store or _store_from(self.settings)
+        self._endpoint = Endpoint(self.pool, self.store, self.settings.max_body_bytes)
         self._lifespan_entered = False
         self._lazy_lock = asyncio.Lock()
 

@@ -102,6 +102,10 @@ class Settings(BaseModel):
     models: tuple[ModelConfig, ...] = (ModelConfig(embeddings=True, aliases=("default",)),)
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
     retry_after_seconds: int = Field(default=1, ge=0)
+    state_store: Literal["memory", "sqlite"] = Field(default="memory", description="Where stored Responses live.")
+    state_path: str = Field(default="asgi-llm-state.sqlite3", description="The SQLite file, for state_store = sqlite.")
+    state_max_items: int = Field(default=1000, ge=1)
+    state_max_age_seconds: int = Field(default=30 * 86400, ge=1)
 
     @model_validator(mode="after")
     def _unique_names(self) -> Settings:

@@ -15,7 +15,18 @@ from typing import Any, TypeVar
 
 import anyio
 
-from .adapters.base import Adapter, CountRoute, EmbedRoute, GenerateRoute, InfoContext, InfoRoute, Meta, Route
+from .adapters.base import (
+    Adapter,
+    CountRoute,
+    EmbedRoute,
+    GenerateRoute,
+    InfoContext,
+    InfoRoute,
+    Meta,
+    Route,
+    StateRoute,
+    StateStore,
+)
 from .asgi import ClientGone, Receive, Scope, Send, decode_json, read_body, send_json, send_text, start_stream
 from .core import Engine, GenerationEvent, InternalError, LLMError, RetryLater, Unsupported
 from .pool import ModelPool
@@ -56,8 +67,9 @@ async def _until_disconnect(receive: Receive, work: Callable[[], Awaitable[T]]) 
 
 
 class Endpoint:
-    def __init__(self, pool: ModelPool, max_body_bytes: int) -> None:
+    def __init__(self, pool: ModelPool, store: StateStore, max_body_bytes: int) -> None:
         self._pool = pool
+        self._store = store
         self._limit = max_body_bytes
 
     async def __call__(
@@ -82,15 +94,21 @@ class Endpoint:
     async def _dispatch(self, route: Route, params: Mapping[str, str], scope: Scope, receive: Receive, send: Send) -> None:
         has_body = scope["method"] not in ("GET", "HEAD", "DELETE")
         body = decode_json(await read_body(scope, receive, self._limit)) if has_body else None
-        if isinstance(route, InfoRoute):
+        if isinstance(route, (InfoRoute, StateRoute)):
             headers = {bytes(k).decode("latin-1").lower(): bytes(v).decode("latin-1") for k, v in scope.get("headers", ())}
-            status, reply = route.handle(InfoContext(self._pool.catalog(), params, headers, body))
+            context = InfoContext(self._pool.catalog(), params, headers, body)
+            if isinstance(route, InfoRoute):
+                status, reply = route.handle(context)
+            else:
+                status, reply = await route.handle(context, self._store)
             await (send_text(send, status, reply) if isinstance(reply, str) else send_json(send, status, reply))
             return
         if isinstance(route, EmbedRoute):
             await self._embed(route, body, receive, send)
         elif isinstance(route, CountRoute):
             parsed = route.parse(body)
+            if route.resolve is not None:
+                parsed = await route.resolve(parsed, self._store)
             engine, _ = await self._engine(parsed.request.model)
             count = await _until_disconnect(receive, lambda: engine.count_tokens(parsed.request))
             await send_json(send, 200, route.render(parsed, count))
@@ -107,14 +125,19 @@ class Endpoint:
 
     async def _generate(self, route: GenerateRoute[Any], body: Any, receive: Receive, send: Send) -> None:
         parsed = route.parse(body)
+        if route.resolve is not None:
+            parsed = await route.resolve(parsed, self._store)
         engine, meta = await self._engine(parsed.request.model)
         events = engine.generate(parsed.request)
         async with contextlib.aclosing(events):
             if parsed.stream:
-                await _until_disconnect(receive, lambda: self._stream(route, parsed, meta, events, send))
+                final = await _until_disconnect(receive, lambda: self._stream(route, parsed, meta, events, send))
             else:
                 collected = await _until_disconnect(receive, lambda: _collect(events))
-                await send_json(send, 200, route.render(parsed, meta, collected))
+                final = route.render(parsed, meta, collected)
+                await send_json(send, 200, final)
+        if route.record is not None and final is not None:
+            await route.record(parsed, final, self._store)
 
     async def _engine(self, name: str) -> tuple[Engine, Meta]:
         engine, model_id = await self._pool.engine(name)
@@ -123,7 +146,8 @@ class Endpoint:
     @staticmethod
     async def _stream(
         route: GenerateRoute[Any], parsed: Any, meta: Meta, events: AsyncGenerator[GenerationEvent, None], send: Send
-    ) -> None:
+    ) -> Any:
+        """Stream the events; returns the encoder's `final()` object when it has one and all went well."""
         encoder = route.encoder(parsed, meta)
         first: GenerationEvent = await events.__anext__()  # errors before this point get a status
         await start_stream(send, encoder.media_type)
@@ -132,12 +156,14 @@ class Endpoint:
             async for event in events:
                 await send({"type": "http.response.body", "body": encoder.event(event), "more_body": True})
             tail = encoder.close()
+            final = getattr(encoder, "final", None)
         except LLMError as error:
-            tail = encoder.error(error)
+            tail, final = encoder.error(error), None
         except Exception:
             log.exception("generation failed mid-stream")
-            tail = encoder.error(InternalError("The server had an error while generating."))
+            tail, final = encoder.error(InternalError("The server had an error while generating.")), None
         await send({"type": "http.response.body", "body": tail, "more_body": False})
+        return final() if final is not None else None
 
 
 async def _collect(events: AsyncGenerator[GenerationEvent, None]) -> list[GenerationEvent]:
