@@ -63,6 +63,10 @@ class Parsed(Generic[R]):
     request: R
     stream: bool = False
     options: Any = None
+    keep_alive: float | None = None
+    """Seconds the model stays loaded after this request (negative = forever, 0 = unload)."""
+    load_only: bool = False
+    """Load (or, with keep_alive 0, unload) the model without generating; rendered with no events."""
 
 
 class StateStore(Protocol):

@@ -78,6 +78,7 @@ class ModelConfig(BaseModel):
     pooling: Literal["mean", "cls", "last"] = "mean"
     chat_template: str | None = Field(default=None, description="Overrides the template stored in the GGUF.")
     max_queue: int = Field(default=64, ge=0, description="Requests that may wait for this model; beyond: 503.")
+    keep_alive: float | None = Field(default=None, description="Seconds idle before unloading; None = never.")
 
     @field_validator("aliases", mode="before")
     @classmethod

@@ -109,39 +109,41 @@ class Endpoint:
             parsed = route.parse(body)
             if route.resolve is not None:
                 parsed = await route.resolve(parsed, self._store)
-            engine, _ = await self._engine(parsed.request.model)
-            count = await _until_disconnect(receive, lambda: engine.count_tokens(parsed.request))
+            async with self._pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, _):
+                count = await _until_disconnect(receive, lambda: engine.count_tokens(parsed.request))
             await send_json(send, 200, route.render(parsed, count))
         else:
             await self._generate(route, body, receive, send)
 
     async def _embed(self, route: EmbedRoute, body: Any, receive: Receive, send: Send) -> None:
         parsed = route.parse(body)
-        engine, meta = await self._engine(parsed.request.model)
-        if not engine.supports_embeddings:
-            raise Unsupported(f"The model '{meta.model}' does not serve embeddings.", param="model")
-        result = await _until_disconnect(receive, lambda: engine.embed(parsed.request))
+        async with self._pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
+            meta = _meta(model_id)
+            if not engine.supports_embeddings:
+                raise Unsupported(f"The model '{model_id}' does not serve embeddings.", param="model")
+            result = await _until_disconnect(receive, lambda: engine.embed(parsed.request))
         await send_json(send, 200, route.render(parsed, meta, result))
 
     async def _generate(self, route: GenerateRoute[Any], body: Any, receive: Receive, send: Send) -> None:
         parsed = route.parse(body)
         if route.resolve is not None:
             parsed = await route.resolve(parsed, self._store)
-        engine, meta = await self._engine(parsed.request.model)
-        events = engine.generate(parsed.request)
-        async with contextlib.aclosing(events):
-            if parsed.stream:
-                final = await _until_disconnect(receive, lambda: self._stream(route, parsed, meta, events, send))
+        async with self._pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
+            meta = _meta(model_id)
+            if parsed.load_only:
+                final = None
+                await send_json(send, 200, route.render(parsed, meta, []))
             else:
-                collected = await _until_disconnect(receive, lambda: _collect(events))
-                final = route.render(parsed, meta, collected)
-                await send_json(send, 200, final)
+                events = engine.generate(parsed.request)
+                async with contextlib.aclosing(events):
+                    if parsed.stream:
+                        final = await _until_disconnect(receive, lambda: self._stream(route, parsed, meta, events, send))
+                    else:
+                        collected = await _until_disconnect(receive, lambda: _collect(events))
+                        final = route.render(parsed, meta, collected)
+                        await send_json(send, 200, final)
         if route.record is not None and final is not None:
             await route.record(parsed, final, self._store)
-
-    async def _engine(self, name: str) -> tuple[Engine, Meta]:
-        engine, model_id = await self._pool.engine(name)
-        return engine, Meta(request_id=uuid.uuid4().hex[:24], created=int(time.time()), model=model_id)
 
     @staticmethod
     async def _stream(
@@ -164,6 +166,10 @@ class Endpoint:
             tail, final = encoder.error(InternalError("The server had an error while generating.")), None
         await send({"type": "http.response.body", "body": tail, "more_body": False})
         return final() if final is not None else None
+
+
+def _meta(model_id: str) -> Meta:
+    return Meta(request_id=uuid.uuid4().hex[:24], created=int(time.time()), model=model_id)
 
 
 async def _collect(events: AsyncGenerator[GenerationEvent, None]) -> list[GenerationEvent]:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from .config import ModelConfig, Settings
@@ -32,6 +34,11 @@ class _Slot:
         self.state: ModelState = "unloaded"
         self.error: str | None = None
         self.loading: asyncio.Task[None] | None = None
+        self.waited = False  # requests wait for on-demand loads; during startup loading they get 503
+        self.active = 0
+        self.keep_alive: float | None = config.keep_alive
+        self.expiry: asyncio.TimerHandle | None = None
+        self.expires_at: float | None = None
 
 
 class ModelPool:
@@ -61,7 +68,7 @@ class ModelPool:
         self.thread.start()
         for slot in self._slots:
             if slot.config.load == "startup":
-                self._begin_load(slot)
+                self._begin_load(slot, waited=False)
 
     async def stop(self) -> None:
         """Unload every model and end the inference thread, once the last user stops."""
@@ -73,9 +80,8 @@ class ModelPool:
         for slot in self._slots:
             if slot.loading is not None:
                 await asyncio.gather(slot.loading, return_exceptions=True)
-            if slot.engine is not None:
-                await slot.engine.close()
-            slot.engine, slot.state, slot.loading = None, "unloaded", None
+            await self._unload(slot)
+            slot.loading = None
         await self.thread.stop()
 
     async def wait_ready(self) -> None:
@@ -85,21 +91,84 @@ class ModelPool:
         if failed:
             raise RuntimeError(f"model(s) failed to load: {', '.join(failed)}")
 
+    @contextlib.asynccontextmanager
+    async def use(self, name: str, *, keep_alive: float | None = None) -> AsyncIterator[tuple[Engine, str]]:
+        """The engine serving `name` (an id or alias) and its canonical id, held for one request.
+
+        Loads an unloaded model and waits for it. `keep_alive` (seconds; negative = forever,
+        0 = unload when idle) replaces the model's idle policy from now on.
+        """
+        slot = self._slot(name)
+        engine = await self._ready(slot)
+        slot.active += 1
+        self._disarm(slot)
+        try:
+            yield engine, slot.config.id
+        finally:
+            slot.active -= 1
+            if keep_alive is not None:
+                slot.keep_alive = None if keep_alive < 0 else keep_alive
+            if slot.active == 0:
+                self._arm(slot)
+
     async def engine(self, name: str) -> tuple[Engine, str]:
-        """The engine serving `name` (an id or alias) and its canonical id."""
+        """The engine serving `name` and its canonical id, for calls outside a request."""
+        slot = self._slot(name)
+        return await self._ready(slot), slot.config.id
+
+    async def unload(self, name: str) -> None:
+        """Unload now, unless requests are using it (then it unloads when they finish)."""
+        slot = self._slot(name)
+        slot.keep_alive = 0
+        if slot.active == 0:
+            await self._unload(slot)
+
+    def _slot(self, name: str) -> _Slot:
         slot = self._by_name.get(name)
         if slot is None:
             raise ModelNotFound(name)
+        return slot
+
+    async def _ready(self, slot: _Slot) -> Engine:
         if slot.state == "ready" and slot.engine is not None:
-            return slot.engine, slot.config.id
+            return slot.engine
         if slot.state == "failed":
             raise ModelNotReady(f"The model '{slot.config.id}' failed to load.", retry_after=self.settings.retry_after_seconds * 30)
-        if slot.state == "unloaded" and slot.config.load == "lazy":
-            self._begin_load(slot)
-        if slot.config.load == "lazy" and slot.loading is not None:
+        if slot.state == "unloaded":
+            if not self.started:
+                raise ModelNotReady("The model server is not running.")
+            self._begin_load(slot, waited=True)
+        if slot.waited and slot.loading is not None:
             await asyncio.shield(slot.loading)
-            return await self.engine(name)
+            return await self._ready(slot)
         raise ModelNotReady(f"The model '{slot.config.id}' is still loading.", retry_after=self.settings.retry_after_seconds)
+
+    def _arm(self, slot: _Slot) -> None:
+        """Schedule the idle unload its keep-alive asks for."""
+        if slot.keep_alive is None or slot.state != "ready":
+            return
+        loop = asyncio.get_running_loop()
+        slot.expires_at = time.time() + slot.keep_alive
+        slot.expiry = loop.call_later(slot.keep_alive, lambda: loop.create_task(self._expire(slot)))
+
+    @staticmethod
+    def _disarm(slot: _Slot) -> None:
+        if slot.expiry is not None:
+            slot.expiry.cancel()
+        slot.expiry = slot.expires_at = None
+
+    async def _expire(self, slot: _Slot) -> None:
+        if slot.active == 0:
+            await self._unload(slot)
+
+    async def _unload(self, slot: _Slot) -> None:
+        self._disarm(slot)
+        engine, slot.engine = slot.engine, None
+        if slot.state == "ready":
+            slot.state = "unloaded"
+        if engine is not None:
+            await engine.close()
+            log.info("model %s unloaded", slot.config.id)
 
     def loaded(self, name: str) -> Engine | None:
         """The engine for `name` if it is loaded now; never loads or waits."""
@@ -116,9 +185,18 @@ class ModelPool:
                 state=s.state,
                 context_length=s.engine.context_length if s.engine is not None else s.config.n_ctx,
                 embeddings=s.config.embeddings,
+                expires_at=s.expires_at,
+                size=self._file_size(s.config),
             )
             for s in self._slots
         ]
+
+    @staticmethod
+    def _file_size(config: ModelConfig) -> int:
+        try:
+            return os.path.getsize(config.resolved_path())
+        except (OSError, RuntimeError):
+            return 0
 
     def health(self) -> tuple[int, dict[str, Any]]:
         """200 when every startup model is ready; 503 while one loads or after one failed."""
@@ -138,8 +216,8 @@ class ModelPool:
             health["backend"] = dict(backend)
         return health
 
-    def _begin_load(self, slot: _Slot) -> None:
-        slot.state = "loading"
+    def _begin_load(self, slot: _Slot, *, waited: bool) -> None:
+        slot.state, slot.waited = "loading", waited
         slot.loading = asyncio.get_running_loop().create_task(self._load(slot))
 
     async def _load(self, slot: _Slot) -> None:
@@ -152,4 +230,6 @@ class ModelPool:
             log.error("loading model %s failed: %s", slot.config.id, exc)
             return
         slot.engine, slot.state = engine, "ready"
+        if slot.active == 0:
+            self._arm(slot)
         log.info("model %s ready in %.1fs", slot.config.id, time.perf_counter() - started)

@@ -19,3 +19,5 @@ class ModelCard:
     state: ModelState
     context_length: int
     embeddings: bool
+    expires_at: float | None = None  # when an idle model will unload (Unix time), if it will
+    size: int = 0  # bytes of the model file

@@ -1,0 +1,75 @@
+"""Idle unloading: a request's keep_alive replaces the model's policy; unloaded models reload on use."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from asgi_llm import ModelConfig, ModelPool, Settings
+from asgi_llm.engines.fake import FakeEngine
+
+pytestmark = pytest.mark.anyio
+
+
+def pool(keep_alive: float | None = None) -> tuple[ModelPool, list[FakeEngine]]:
+    made: list[FakeEngine] = []
+
+    def factory(config: ModelConfig, thread: object) -> FakeEngine:
+        made.append(FakeEngine(config))
+        return made[-1]
+
+    settings = Settings(models=(ModelConfig(id="m", path="x.gguf", keep_alive=keep_alive),))
+    return ModelPool(settings, engine_factory=factory), made
+
+
+def state(p: ModelPool) -> str:
+    return p.catalog()[0].state
+
+
+async def test_keep_alive_zero_unloads_when_the_request_ends_and_next_use_reloads() -> None:
+    p, made = pool()
+    await p.start()
+    await p.wait_ready()
+    async with p.use("m", keep_alive=0) as (engine, model_id):
+        assert model_id == "m" and state(p) == "ready"
+    await asyncio.sleep(0.01)
+    assert state(p) == "unloaded" and made[0].closed
+    async with p.use("m") as (engine, _):
+        assert engine is made[1] and state(p) == "ready"
+    await p.stop()
+
+
+async def test_idle_timer_unloads_and_expires_at_is_reported() -> None:
+    p, made = pool(keep_alive=0.05)
+    await p.start()
+    await p.wait_ready()
+    async with p.use("m"):
+        assert p.catalog()[0].expires_at is None  # in use: no timer
+    assert p.catalog()[0].expires_at is not None
+    await asyncio.sleep(0.15)
+    assert state(p) == "unloaded"
+    await p.stop()
+
+
+async def test_negative_keep_alive_keeps_forever() -> None:
+    p, _ = pool(keep_alive=0.01)
+    await p.start()
+    await p.wait_ready()
+    async with p.use("m", keep_alive=-1):
+        pass
+    await asyncio.sleep(0.05)
+    assert state(p) == "ready" and p.catalog()[0].expires_at is None
+    await p.stop()
+
+
+async def test_unload_waits_for_running_requests() -> None:
+    p, made = pool()
+    await p.start()
+    await p.wait_ready()
+    async with p.use("m"):
+        await p.unload("m")
+        assert state(p) == "ready" and not made[0].closed
+    await asyncio.sleep(0.01)
+    assert state(p) == "unloaded" and made[0].closed
+    await p.stop()
