@@ -1,16 +1,485 @@
-"""Anthropic Messages: `POST /messages`, `POST /messages/count_tokens`, `GET /models` (placeholder)."""
+"""Anthropic Messages: `POST /messages` and `POST /messages/count_tokens`; Anthropic's error envelope.
+
+Content blocks arrive as one flat model checked per block type, so an error names a
+single param (`messages[1].content[0].text`). Core events leave through one block state
+machine (`_Blocks`): its events are streamed as named SSE events, and folded into the
+non-stream reply, so both shapes always agree.
+"""
 
 from __future__ import annotations
 
-from asgi_llm.core import LLMError
+import json
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal, TypedDict
 
-from .base import Reply, Route
+from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ROUTES", "render_error"]
+from asgi_llm.core import (
+    ChatRequest,
+    Finish,
+    GenerationEvent,
+    InternalError,
+    InvalidRequest,
+    LLMError,
+    Message,
+    ReasoningDelta,
+    SamplingParams,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallStart,
+    ToolChoice,
+    ToolSpec,
+    Unsupported,
+    Usage,
+)
+
+from .base import CountRoute, GenerateRoute, Meta, Parsed, Reply, Route, validate
+
+__all__ = [
+    "ROUTES",
+    "MessageStream",
+    "parse",
+    "parse_count",
+    "render",
+    "render_count",
+    "render_error",
+]
+
+THINKING_SIGNATURE = "asgi-llm-unsigned"
+"""Anthropic signs thinking blocks; we have nothing to sign with, and ignore signatures sent back."""
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+class Block(_Wire):
+    """Any content block; `_REQUIRED` names the fields each known type must carry."""
+
+    type: str
+    text: str | None = None
+    id: str | None = None
+    name: str | None = None
+    input: dict[str, Any] | None = None
+    tool_use_id: str | None = None
+    content: list[Block] | str | None = None
+    is_error: bool | None = None
+    thinking: str | None = None
+
+
+class WireMessage(_Wire):
+    role: Literal["user", "assistant"]
+    content: list[Block] | str
+
+
+class WireTool(_Wire):
+    name: Annotated[str, Field(min_length=1)]
+    description: str | None = None
+    input_schema: dict[str, Any] | None = None
+    type: str | None = None
+
+
+class WireToolChoice(_Wire):
+    type: Literal["auto", "any", "tool", "none"]
+    name: str | None = None
+    disable_parallel_tool_use: bool | None = None
+
+
+class WireThinking(_Wire):
+    type: Literal["enabled", "disabled", "adaptive"]
+    budget_tokens: Annotated[int, Field(ge=1024)] | None = None
+
+
+class WireMetadata(_Wire):
+    user_id: str | None = None
+
+
+class CountBody(_Wire):
+    """What `count_tokens` reads; a message request adds the generation controls."""
+
+    model: str
+    messages: Annotated[list[WireMessage], Field(min_length=1)]
+    system: list[Block] | str | None = None
+    tools: list[WireTool] | None = None
+    tool_choice: WireToolChoice | None = None
+    thinking: WireThinking | None = None
+
+
+class MessagesBody(CountBody):
+    max_tokens: Annotated[int, Field(ge=1)]
+    stop_sequences: list[str] | None = None
+    temperature: Annotated[float, Field(ge=0, le=1)] | None = None
+    top_p: Annotated[float, Field(gt=0, le=1)] | None = None
+    top_k: Annotated[int, Field(ge=0)] | None = None
+    metadata: WireMetadata | None = None
+    stream: bool | None = None
+
+
+_REQUIRED: dict[str, tuple[str, ...]] = {
+    "text": ("text",),
+    "tool_use": ("id", "name", "input"),
+    "tool_result": ("tool_use_id",),
+    "thinking": ("thinking",),
+    "redacted_thinking": (),
+}
+_ALLOWED = {"user": ("text", "tool_result"), "assistant": ("text", "tool_use", "thinking", "redacted_thinking")}
+_TOOL_CHOICES: dict[str, ToolChoice] = {"auto": "auto", "any": "required", "none": "none"}
+
+
+def parse(body: Any) -> Parsed[ChatRequest]:
+    wire = validate(MessagesBody, body)
+    sampling = SamplingParams(
+        max_tokens=wire.max_tokens,
+        temperature=1.0 if wire.temperature is None else wire.temperature,
+        top_p=1.0 if wire.top_p is None else wire.top_p,
+        top_k=wire.top_k or 0,
+        stop=tuple(wire.stop_sequences or ()),
+    )
+    user = wire.metadata.user_id if wire.metadata else None
+    return Parsed(_request(wire, sampling, user), stream=bool(wire.stream))
+
+
+def parse_count(body: Any) -> Parsed[ChatRequest]:
+    return Parsed(_request(validate(CountBody, body), SamplingParams(), None))
+
+
+def _request(wire: CountBody, sampling: SamplingParams, user: str | None) -> ChatRequest:
+    _refuse_unsupported(wire)
+    _check_thinking(wire.thinking, sampling.max_tokens)
+    tools = tuple(_tool(tool, i) for i, tool in enumerate(wire.tools or ()))
+    choice, parallel = _tool_choice(wire.tool_choice, tools)
+    turns = [m for i, turn in enumerate(wire.messages) for m in _turn(turn, i)]
+    return ChatRequest(
+        model=wire.model,
+        messages=(*_system(wire.system), *turns),
+        sampling=sampling,
+        user=user,
+        tools=tools,
+        tool_choice=choice,
+        parallel_tool_calls=parallel,
+    )
+
+
+def _refuse_unsupported(wire: CountBody) -> None:
+    """Never ignore what a client relies on: say it is unsupported, naming the param."""
+    extra = wire.model_extra or {}
+    if extra.get("output_format") is not None:
+        raise Unsupported("Structured outputs are not supported by this server yet.", param="output_format")
+    config = extra.get("output_config")
+    if isinstance(config, dict) and config.get("format") is not None:
+        raise Unsupported("Structured outputs are not supported by this server yet.", param="output_config.format")
+    if extra.get("mcp_servers"):
+        raise Unsupported("MCP servers are not supported by this server.", param="mcp_servers")
+
+
+def _check_thinking(thinking: WireThinking | None, max_tokens: int | None) -> None:
+    """Nothing in the core maps thinking yet; Anthropic's rules still hold, so clients learn early."""
+    if thinking is None or thinking.type != "enabled":
+        return
+    param = "thinking.budget_tokens"
+    if thinking.budget_tokens is None:
+        raise InvalidRequest(f"Missing required parameter: '{param}'.", param=param)
+    if max_tokens is not None and thinking.budget_tokens >= max_tokens:
+        raise InvalidRequest(f"'{param}' must be less than 'max_tokens'.", param=param)
+
+
+def _tool(tool: WireTool, index: int) -> ToolSpec:
+    if tool.type not in (None, "custom"):
+        param = f"tools[{index}].type"
+        raise Unsupported(f"Server tool '{tool.type}' is not supported; define custom tools.", param=param)
+    if tool.input_schema is None:
+        param = f"tools[{index}].input_schema"
+        raise InvalidRequest(f"Missing required parameter: '{param}'.", param=param)
+    return ToolSpec(name=tool.name, description=tool.description, parameters=tool.input_schema)
+
+
+def _tool_choice(choice: WireToolChoice | None, tools: Sequence[ToolSpec]) -> tuple[ToolChoice, bool]:
+    if choice is None:
+        return "auto", True
+    parallel = not choice.disable_parallel_tool_use
+    if choice.type != "tool":
+        return _TOOL_CHOICES[choice.type], parallel
+    if choice.name is None or choice.name not in {t.name for t in tools}:
+        raise InvalidRequest("'tool_choice.name' must name one of the request's tools.", param="tool_choice.name")
+    return choice.name, parallel
+
+
+def _system(system: list[Block] | str | None) -> tuple[Message, ...]:
+    if isinstance(system, list):
+        for i, block in enumerate(system):
+            _check(block, f"system[{i}]", ("text",), "system prompt")
+        system = "\n".join(block.text or "" for block in system)
+    return (Message(role="system", content=system),) if system else ()
+
+
+def _turn(turn: WireMessage, index: int) -> list[Message]:
+    if isinstance(turn.content, str):
+        return [Message(role=turn.role, content=turn.content)]
+    for j, block in enumerate(turn.content):
+        _check(block, f"messages[{index}].content[{j}]", _ALLOWED[turn.role], f"{turn.role} turn")
+    return [_assistant(turn.content)] if turn.role == "assistant" else _user(turn.content, index)
+
+
+def _check(block: Block, param: str, allowed: Sequence[str], where: str) -> None:
+    if block.type not in allowed:
+        if block.type in _REQUIRED:
+            raise InvalidRequest(f"A '{block.type}' block cannot appear in a {where}.", param=f"{param}.type")
+        raise Unsupported(
+            f"Content block type '{block.type}' is not supported; this model reads text only.", param=f"{param}.type"
+        )
+    for field in _REQUIRED[block.type]:
+        if getattr(block, field) is None:
+            raise InvalidRequest(f"Missing required parameter: '{param}.{field}'.", param=f"{param}.{field}")
+
+
+def _assistant(blocks: Sequence[Block]) -> Message:
+    thinking = [b.thinking or "" for b in blocks if b.type == "thinking"]
+    return Message(
+        role="assistant",
+        content="\n".join(b.text or "" for b in blocks if b.type == "text"),
+        tool_calls=tuple(
+            ToolCall(b.id or "", b.name or "", json.dumps(b.input or {}, ensure_ascii=False))
+            for b in blocks
+            if b.type == "tool_use"
+        ),
+        reasoning="\n".join(thinking) if thinking else None,
+    )
+
+
+def _user(blocks: Sequence[Block], index: int) -> list[Message]:
+    """Tool results become tool turns, in order, ahead of the user's own text."""
+    results = [
+        Message(role="tool", content=_result(b, f"messages[{index}].content[{j}]"), tool_call_id=b.tool_use_id)
+        for j, b in enumerate(blocks)
+        if b.type == "tool_result"
+    ]
+    texts = [b.text or "" for b in blocks if b.type == "text"]
+    if texts or not results:
+        results.append(Message(role="user", content="\n".join(texts)))
+    return results
+
+
+def _result(block: Block, param: str) -> str:
+    content = block.content or ""
+    if isinstance(content, list):
+        for k, part in enumerate(content):
+            _check(part, f"{param}.content[{k}]", ("text",), "tool result")
+        content = "\n".join(part.text or "" for part in content)
+    return f"Error: {content}" if block.is_error else content
+
+
+# -- rendering -------------------------------------------------------------------------------------------
+
+
+class WireUsage(TypedDict):
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+
+
+class StopInfo(TypedDict):
+    stop_reason: str | None
+    stop_sequence: str | None
+
+
+class ErrorDetail(TypedDict):
+    type: str
+    message: str
+
+
+class ErrorBody(TypedDict):
+    type: Literal["error"]
+    error: ErrorDetail
+
+
+_STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+_EMPTY_BLOCKS: dict[str, dict[str, Any]] = {
+    "text": {"type": "text", "text": ""},
+    "thinking": {"type": "thinking", "thinking": "", "signature": ""},
+}
+_DELTA_FIELDS = {"text_delta": "text", "thinking_delta": "thinking", "signature_delta": "signature"}
+
+
+def _usage(usage: Usage) -> WireUsage:
+    """Anthropic counts cache reads apart: the three input counts sum to the prompt's tokens."""
+    return {
+        "input_tokens": usage.prompt_tokens - usage.cached_tokens,
+        "output_tokens": usage.completion_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": usage.cached_tokens,
+    }
+
+
+def _stop(finish: Finish | None) -> StopInfo:
+    if finish is None:
+        return {"stop_reason": "end_turn", "stop_sequence": None}
+    if finish.reason == "stop" and finish.stop_sequence is not None:
+        return {"stop_reason": "stop_sequence", "stop_sequence": finish.stop_sequence}
+    return {"stop_reason": _STOP_REASONS[finish.reason], "stop_sequence": None}
+
+
+def _message(meta: Meta, content: list[dict[str, Any]], stop: StopInfo, usage: Usage) -> dict[str, Any]:
+    return {
+        "id": f"msg_{meta.request_id}",
+        "type": "message",
+        "role": "assistant",
+        "model": meta.model,
+        "content": content,
+        **stop,
+        "usage": _usage(usage),
+    }
+
+
+class _Blocks:
+    """Core events → content-block events; requests here have one choice (n=1).
+
+    A block opens with its first event and closes when another block starts or the
+    message finishes; a thinking block gets its `signature_delta` just before it closes.
+    """
+
+    def __init__(self) -> None:
+        self._index = -1
+        self._open: str | None = None
+        self.finish: Finish | None = None
+
+    def feed(self, event: GenerationEvent) -> list[dict[str, Any]]:
+        if isinstance(event, TextDelta):
+            return self._delta("text", {"type": "text_delta", "text": event.text}) if event.text else []
+        if isinstance(event, ReasoningDelta):
+            return self._delta("thinking", {"type": "thinking_delta", "thinking": event.text}) if event.text else []
+        if isinstance(event, ToolCallStart):
+            return self.close() + self._start({"type": "tool_use", "id": event.id, "name": event.name, "input": {}})
+        if isinstance(event, ToolCallDelta):
+            delta = {"type": "input_json_delta", "partial_json": event.arguments}
+            return [{"type": "content_block_delta", "index": self._index, "delta": delta}] if event.arguments else []
+        if isinstance(event, Finish):
+            self.finish = event
+        return self.close()  # ToolCallEnd, Finish
+
+    def close(self) -> list[dict[str, Any]]:
+        if self._open is None:
+            return []
+        ops = []
+        if self._open == "thinking":
+            delta = {"type": "signature_delta", "signature": THINKING_SIGNATURE}
+            ops.append({"type": "content_block_delta", "index": self._index, "delta": delta})
+        self._open = None
+        return [*ops, {"type": "content_block_stop", "index": self._index}]
+
+    def _delta(self, kind: str, delta: dict[str, Any]) -> list[dict[str, Any]]:
+        ops = [] if self._open == kind else self.close() + self._start(dict(_EMPTY_BLOCKS[kind]))
+        return [*ops, {"type": "content_block_delta", "index": self._index, "delta": delta}]
+
+    def _start(self, block: dict[str, Any]) -> list[dict[str, Any]]:
+        self._index += 1
+        self._open = block["type"]
+        return [{"type": "content_block_start", "index": self._index, "content_block": block}]
+
+
+def _fold(ops: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The content a client assembles from the block events, as the SDKs do."""
+    content: list[dict[str, Any]] = []
+    partial_json: dict[int, str] = {}
+    for op in ops:
+        if op["type"] == "content_block_start":
+            content.append(dict(op["content_block"]))
+        elif op["type"] == "content_block_delta":
+            index, delta = op["index"], op["delta"]
+            if delta["type"] == "input_json_delta":
+                partial_json[index] = partial_json.get(index, "") + delta["partial_json"]
+            else:
+                field = _DELTA_FIELDS[delta["type"]]
+                content[index][field] += delta[field]
+    for index, raw in partial_json.items():
+        content[index]["input"] = _json_object(raw)
+    return content
+
+
+def _json_object(raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = None
+    if not isinstance(value, dict):
+        raise InternalError("The model produced tool arguments that are not a JSON object.")
+    return value
+
+
+def render(parsed: Parsed[ChatRequest], meta: Meta, events: Sequence[GenerationEvent]) -> dict[str, Any]:
+    blocks = _Blocks()
+    ops = [op for event in events for op in blocks.feed(event)] + blocks.close()
+    finish = blocks.finish
+    return _message(meta, _fold(ops), _stop(finish), finish.usage if finish else Usage(0, 0))
+
+
+def render_count(parsed: Parsed[ChatRequest], count: int) -> dict[str, int]:
+    return {"input_tokens": count}
+
+
+def _sse(payload: dict[str, Any] | ErrorBody) -> bytes:
+    """One named event; the name repeats the payload's `type`, as Anthropic's streams do."""
+    data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    return f"event: {payload['type']}\ndata: {data}\n\n".encode()
+
+
+class MessageStream:
+    """`message_start` and a `ping` first, then each block's start/delta/stop, `message_delta`, `message_stop`.
+
+    Usage is only known at the finish, so `message_start` counts zero tokens and
+    `message_delta` carries the cumulative counts (input ones included).
+    """
+
+    media_type = "text/event-stream"
+
+    def __init__(self, parsed: Parsed[ChatRequest], meta: Meta) -> None:
+        self._meta = meta
+        self._blocks = _Blocks()
+
+    def open(self) -> bytes:
+        message = _message(self._meta, [], {"stop_reason": None, "stop_sequence": None}, Usage(0, 0))
+        return _sse({"type": "message_start", "message": message}) + _sse({"type": "ping"})
+
+    def event(self, event: GenerationEvent) -> bytes:
+        ops = self._blocks.feed(event)
+        if isinstance(event, Finish):
+            ops.append({"type": "message_delta", "delta": _stop(event), "usage": _usage(event.usage)})
+        return b"".join(_sse(op) for op in ops)
+
+    def close(self) -> bytes:
+        return b"".join(_sse(op) for op in self._blocks.close()) + _sse({"type": "message_stop"})
+
+    def error(self, error: LLMError) -> bytes:
+        return _sse(render_error(error)[1])
+
+
+# -- errors -------------------------------------------------------------------------------------------
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    503: "overloaded_error",  # Anthropic answers 529; we keep the standard status
+}
 
 
 def render_error(error: LLMError) -> Reply:
-    return error.status, {"type": "error", "error": {"type": "api_error", "message": error.message}}
+    """Anthropic's envelope has no `param`; like Anthropic's own messages, ours lead with it."""
+    fallback = "invalid_request_error" if error.status < 500 else "api_error"
+    message = error.message
+    if error.param and f"'{error.param}'" not in message:
+        message = f"{error.param}: {message}"
+    body: ErrorBody = {"type": "error", "error": {"type": _ERROR_TYPES.get(error.status, fallback), "message": message}}
+    return error.status, body
 
 
-ROUTES: tuple[Route, ...] = ()
+ROUTES: tuple[Route, ...] = (
+    GenerateRoute(path="/messages", parse=parse, render=render, encoder=MessageStream),
+    CountRoute(path="/messages/count_tokens", parse=parse_count, render=render_count),
+)

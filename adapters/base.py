@@ -7,7 +7,7 @@ results and events into wire bytes. The app does all I/O.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar, Union
 
 from pydantic import BaseModel, ValidationError
@@ -141,6 +141,7 @@ class InfoContext:
     params: Mapping[str, str]
     headers: Mapping[str, str]  # lower-case names
     body: Any = None  # the decoded JSON body, for POST routes
+    query: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

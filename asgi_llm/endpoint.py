@@ -7,6 +7,7 @@ so a client that leaves stops its generation at the next token.
 from __future__ import annotations
 
 import contextlib
+import urllib.parse
 import logging
 import time
 import uuid
@@ -96,7 +97,8 @@ class Endpoint:
         body = decode_json(await read_body(scope, receive, self._limit)) if has_body else None
         if isinstance(route, (InfoRoute, StateRoute)):
             headers = {bytes(k).decode("latin-1").lower(): bytes(v).decode("latin-1") for k, v in scope.get("headers", ())}
-            context = InfoContext(self._pool.catalog(), params, headers, body)
+            query = dict(urllib.parse.parse_qsl(bytes(scope.get("query_string", b"")).decode("latin-1")))
+            context = InfoContext(self._pool.catalog(), params, headers, body, query)
             if isinstance(route, InfoRoute):
                 status, reply = route.handle(context)
             else:
@@ -131,25 +133,31 @@ class Endpoint:
         async with self._pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
             meta = _meta(model_id)
             if parsed.load_only:
-                final = None
                 await send_json(send, 200, route.render(parsed, meta, []))
             else:
                 events = engine.generate(parsed.request)
                 async with contextlib.aclosing(events):
                     if parsed.stream:
-                        final = await _until_disconnect(receive, lambda: self._stream(route, parsed, meta, events, send))
+                        await _until_disconnect(receive, lambda: self._stream(route, parsed, meta, events, send))
                     else:
                         collected = await _until_disconnect(receive, lambda: _collect(events))
                         final = route.render(parsed, meta, collected)
+                        await self._record(route, parsed, final)  # before the client can ask for it
                         await send_json(send, 200, final)
+
+    async def _record(self, route: GenerateRoute[Any], parsed: Any, final: Any) -> None:
         if route.record is not None and final is not None:
             await route.record(parsed, final, self._store)
 
-    @staticmethod
     async def _stream(
-        route: GenerateRoute[Any], parsed: Any, meta: Meta, events: AsyncGenerator[GenerationEvent, None], send: Send
-    ) -> Any:
-        """Stream the events; returns the encoder's `final()` object when it has one and all went well."""
+        self,
+        route: GenerateRoute[Any],
+        parsed: Any,
+        meta: Meta,
+        events: AsyncGenerator[GenerationEvent, None],
+        send: Send,
+    ) -> None:
+        """Stream the events; a stream that completes is recorded before its last bytes go out."""
         encoder = route.encoder(parsed, meta)
         first: GenerationEvent = await events.__anext__()  # errors before this point get a status
         await start_stream(send, encoder.media_type)
@@ -159,13 +167,13 @@ class Endpoint:
                 await send({"type": "http.response.body", "body": encoder.event(event), "more_body": True})
             tail = encoder.close()
             final = getattr(encoder, "final", None)
+            await self._record(route, parsed, final() if final is not None else None)
         except LLMError as error:
-            tail, final = encoder.error(error), None
+            tail = encoder.error(error)
         except Exception:
             log.exception("generation failed mid-stream")
-            tail, final = encoder.error(InternalError("The server had an error while generating.")), None
+            tail = encoder.error(InternalError("The server had an error while generating."))
         await send({"type": "http.response.body", "body": tail, "more_body": False})
-        return final() if final is not None else None
 
 
 def _meta(model_id: str) -> Meta:

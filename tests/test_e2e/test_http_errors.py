@@ -88,13 +88,13 @@ def test_oversized_body_is_413(post) -> None:
 
 
 def test_unknown_route_and_wrong_method(server) -> None:
-    error = _error(httpx.get(f"{server.url}/v1/nothing-here"), 404)
+    error = _error(httpx.get(f"{server.url}/v1/nothing-here"), 404, timeout=60)
     assert error["code"] == "not_found"
-    error = _error(httpx.get(f"{server.url}/v1/chat/completions"), 405)
+    error = _error(httpx.get(f"{server.url}/v1/chat/completions"), 405, timeout=60)
     assert error["code"] == "method_not_allowed"
 
 
 def test_trailing_slash_is_served_without_redirect(server) -> None:
-    response = httpx.get(f"{server.url}/v1/models/", follow_redirects=False)
+    response = httpx.get(f"{server.url}/v1/models/", follow_redirects=False, timeout=60)
     assert response.status_code == 200
     assert response.json()["object"] == "list"

@@ -1,0 +1,214 @@
+"""Responses state: `resolve` replays a stored conversation, `record` stores one, and the
+retrieve / delete / input_items routes read it back. A dict stands in for the app's store."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+
+from asgi_llm.adapters import openai_responses
+from asgi_llm.adapters.base import InfoContext, Meta, Parsed, StateRoute
+from asgi_llm.adapters.openai_common import render_error
+from asgi_llm.core import (
+    ChatRequest,
+    Finish,
+    GenerationEvent,
+    Message,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    Usage,
+)
+from asgi_llm.routing import Router
+
+pytestmark = pytest.mark.anyio
+
+SpecValidate = Callable[[Any, str], None]
+
+
+class DictStore:
+    def __init__(self) -> None:
+        self.data: dict[str, dict[str, Any]] = {}
+
+    async def get(self, key: str) -> dict[str, Any] | None:
+        return self.data.get(key)
+
+    async def put(self, key: str, value: dict[str, Any]) -> None:
+        self.data[key] = json.loads(json.dumps(value))  # JSON-able, and no aliasing with the caller
+
+    async def delete(self, key: str) -> bool:
+        return self.data.pop(key, None) is not None
+
+
+def _finish(prompt: int = 10) -> Finish:
+    return Finish("stop", Usage(prompt, 2))
+
+
+async def _turn(
+    store: DictStore, request_id: str, body: dict[str, Any], events: Sequence[GenerationEvent]
+) -> tuple[Parsed[ChatRequest], dict[str, Any]]:
+    """One request through the hooks the way the app drives them: parse, resolve, render, record."""
+    parsed = await openai_responses.resolve(openai_responses.parse({"model": "m", **body}), store)
+    response = openai_responses.render(parsed, Meta(request_id, 1700000000, "m"), events)
+    await openai_responses.record(parsed, response, store)
+    return parsed, response
+
+
+async def test_chaining_replays_the_conversation_with_only_the_new_instructions() -> None:
+    store = DictStore()
+    await _turn(
+        store, "one", {"instructions": "Be terse.", "input": "Hi, I'm Ann."}, [TextDelta("Hello Ann."), _finish()]
+    )
+    parsed, response = await _turn(
+        store,
+        "two",
+        {"instructions": "Be kind.", "input": "What's my name?", "previous_response_id": "resp_one"},
+        [TextDelta("Ann."), _finish()],
+    )
+    assert parsed.request.messages == (
+        Message("system", "Be kind."),
+        Message("user", "Hi, I'm Ann."),
+        Message("assistant", "Hello Ann."),
+        Message("user", "What's my name?"),
+    )
+    assert response["previous_response_id"] == "resp_one" and response["instructions"] == "Be kind."
+
+
+async def test_chaining_follows_a_chain_and_tool_calls() -> None:
+    store = DictStore()
+    tools = [{"type": "function", "name": "clock", "parameters": {"type": "object", "properties": {}}}]
+    call = [ToolCallStart("call_1", "clock"), ToolCallDelta("{}"), ToolCallEnd(), Finish("tool_calls", Usage(5, 3))]
+    await _turn(store, "one", {"input": "Time?", "tools": tools}, call)
+    output = {"type": "function_call_output", "call_id": "call_1", "output": "12:00"}
+    await _turn(
+        store,
+        "two",
+        {"input": [output], "tools": tools, "previous_response_id": "resp_one"},
+        [TextDelta("Noon."), _finish()],
+    )
+    parsed, _ = await _turn(store, "three", {"input": "Thanks", "previous_response_id": "resp_two"}, [_finish()])
+    assert parsed.request.messages == (
+        Message("user", "Time?"),
+        Message("assistant", "", tool_calls=(ToolCall("call_1", "clock", "{}"),)),
+        Message("tool", "12:00", tool_call_id="call_1"),
+        Message("assistant", "Noon."),
+        Message("user", "Thanks"),
+    )
+
+
+async def test_unknown_previous_response_is_404_naming_the_param() -> None:
+    parsed = openai_responses.parse({"model": "m", "input": "x", "previous_response_id": "resp_nope"})
+    with pytest.raises(openai_responses.PreviousResponseNotFound) as caught:
+        await openai_responses.resolve(parsed, DictStore())
+    status, body = render_error(caught.value)
+    assert status == 404
+    assert body["error"]["code"] == "previous_response_not_found"
+    assert body["error"]["param"] == "previous_response_id"
+    assert "resp_nope" in body["error"]["message"]
+
+
+async def test_without_previous_response_resolve_changes_nothing() -> None:
+    parsed = openai_responses.parse({"model": "m", "input": "x"})
+    assert await openai_responses.resolve(parsed, DictStore()) is parsed
+
+
+async def test_store_false_is_not_recorded() -> None:
+    store = DictStore()
+    await _turn(store, "one", {"input": "x", "store": False}, [_finish()])
+    assert store.data == {}
+
+
+async def test_record_keeps_the_response_and_numbers_the_input_items() -> None:
+    store = DictStore()
+    items = [{"role": "user", "content": "a"}, {"type": "message", "id": "msg_mine", "role": "user", "content": "b"}]
+    _, response = await _turn(store, "one", {"input": items}, [TextDelta("c"), _finish()])
+    stored = store.data["resp_one"]
+    assert stored["response"] == response
+    assert [item["id"] for item in stored["input_items"]] == ["msg_one_in0", "msg_mine"]
+
+
+async def test_an_unfinished_stream_is_not_recorded() -> None:
+    store = DictStore()
+    await openai_responses.record(openai_responses.parse({"model": "m", "input": "x"}), None, store)
+    assert store.data == {}
+
+
+def _route(path: str, method: str) -> StateRoute:
+    [route] = [
+        r for r in openai_responses.ROUTES if isinstance(r, StateRoute) and r.path == path and method in r.methods
+    ]
+    return route
+
+
+def _ctx(response_id: str) -> InfoContext:
+    return InfoContext(catalog=(), params={"response_id": response_id}, headers={})
+
+
+async def test_retrieve_input_items_and_delete(spec_validate: SpecValidate) -> None:
+    store = DictStore()
+    await _turn(store, "one", {"input": "Hi"}, [TextDelta("Hello"), _finish()])
+    await _turn(store, "two", {"input": "Again", "previous_response_id": "resp_one"}, [TextDelta("Hi"), _finish()])
+
+    status, body = await _route("/responses/{response_id}", "GET").handle(_ctx("resp_two"), store)
+    assert status == 200 and body == store.data["resp_two"]["response"]
+    spec_validate(body, "Response")
+
+    status, listing = await _route("/responses/{response_id}/input_items", "GET").handle(_ctx("resp_two"), store)
+    assert status == 200
+    spec_validate(listing, "ResponseItemList")
+    texts = [item["content"][0]["text"] for item in listing["data"]]
+    assert texts == ["Again", "Hello", "Hi"]  # newest first: this input, then the conversation before it
+    assert (listing["first_id"], listing["last_id"]) == (listing["data"][0]["id"], listing["data"][-1]["id"])
+
+    status, deleted = await _route("/responses/{response_id}", "DELETE").handle(_ctx("resp_two"), store)
+    assert (status, deleted) == (200, {"id": "resp_two", "object": "response", "deleted": True})
+    assert "resp_two" not in store.data
+
+
+@pytest.mark.parametrize(
+    ("path", "method"),
+    [
+        ("/responses/{response_id}", "GET"),
+        ("/responses/{response_id}", "DELETE"),
+        ("/responses/{response_id}/input_items", "GET"),
+    ],
+)
+async def test_unknown_response_is_404_not_found(path: str, method: str, spec_validate: SpecValidate) -> None:
+    with pytest.raises(openai_responses.ResponseNotFound) as caught:
+        await _route(path, method).handle(_ctx("resp_nope"), DictStore())
+    status, body = render_error(caught.value)
+    assert (status, body["error"]["code"]) == (404, "not_found")
+    spec_validate(body, "ErrorResponse")
+
+
+async def test_count_takes_the_model_and_conversation_of_a_previous_response(spec_validate: SpecValidate) -> None:
+    store = DictStore()
+    await _turn(store, "one", {"input": "Hi"}, [TextDelta("Hello"), _finish()])
+    parsed = openai_responses.parse_count({"input": "More", "previous_response_id": "resp_one"})
+    resolved = await openai_responses.resolve(parsed, store)
+    assert resolved.request.model == "m"
+    assert [m.content for m in resolved.request.messages] == ["Hi", "Hello", "More"]
+    body = openai_responses.render_count(resolved, 7)
+    assert body == {"object": "response.input_tokens", "input_tokens": 7}
+    spec_validate(body, "TokenCountsResource")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "expected", "params"),
+    [
+        ("POST", "/responses", 0, {}),
+        ("POST", "/responses/input_tokens", 1, {}),
+        ("GET", "/responses/resp_1/input_items", 2, {"response_id": "resp_1"}),
+        ("GET", "/responses/resp_1", 3, {"response_id": "resp_1"}),
+        ("DELETE", "/responses/resp_1", 4, {"response_id": "resp_1"}),
+    ],
+)
+def test_routes_do_not_shadow_each_other(method: str, path: str, expected: int, params: dict[str, str]) -> None:
+    routes = openai_responses.ROUTES
+    match = Router([(r.path, r.methods, r, None) for r in routes]).match(path, method)
+    assert match is not None and match.target is routes[expected] and match.params == params
