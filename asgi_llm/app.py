@@ -67,6 +67,11 @@ class LLMApp:
         self._lifespan_entered = False
         self._lazy_lock = asyncio.Lock()
 
+    def sibling(self, *adapters: Adapter, health_path: str | None = "/health") -> LLMApp:
+        """Another app on the same pool and store, speaking other protocols — e.g. Ollama's
+        routes mounted at the host's root beside OpenAI's at `/v1`."""
+        return LLMApp(pool=self.pool, adapters=adapters, health_path=health_path, store=self.store)
+
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Any = None) -> AsyncIterator[None]:
         """Start the pool (models load in the background) and stop it on exit."""

@@ -76,14 +76,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def standalone_app(settings: Settings) -> Any:
-    """The API at `/v1` (where OpenAI clients look) and at the root, with one lifespan."""
+    """OpenAI and Anthropic at `/v1` (where their clients look), Ollama's `/api/*` at the root
+    (where Ollama clients look), all on one pool, with one lifespan."""
     from starlette.applications import Starlette
     from starlette.routing import Mount
 
+    from .adapters.anthropic import ANTHROPIC
+    from .adapters.ollama import OLLAMA
+    from .adapters.openai import OPENAI
     from .app import LLMApp
 
-    llm = LLMApp(settings)
-    return Starlette(routes=[Mount("/v1", app=llm), Mount("/", app=llm)], lifespan=llm.lifespan)
+    api = LLMApp(settings, adapters=(OPENAI, ANTHROPIC))
+    root = api.sibling(OLLAMA, OPENAI, ANTHROPIC)
+    return Starlette(routes=[Mount("/v1", app=api), Mount("/", app=root)], lifespan=api.lifespan)
 
 
 if __name__ == "__main__":

@@ -88,9 +88,9 @@ def test_oversized_body_is_413(post) -> None:
 
 
 def test_unknown_route_and_wrong_method(server) -> None:
-    error = _error(httpx.get(f"{server.url}/v1/nothing-here"), 404, timeout=60)
+    error = _error(httpx.get(f"{server.url}/v1/nothing-here", timeout=60), 404)
     assert error["code"] == "not_found"
-    error = _error(httpx.get(f"{server.url}/v1/chat/completions"), 405, timeout=60)
+    error = _error(httpx.get(f"{server.url}/v1/chat/completions", timeout=60), 405)
     assert error["code"] == "method_not_allowed"
 
 

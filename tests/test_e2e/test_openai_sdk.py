@@ -156,7 +156,7 @@ def test_prompt_longer_than_context_is_400_before_streaming(client: openai.OpenA
 
 
 def test_health_reports_the_backend_it_got(server) -> None:
-    health = httpx.get(f"{server.url}/v1/health").json(, timeout=60)
+    health = httpx.get(f"{server.url}/v1/health", timeout=60).json()
     model = health["models"][0]
     assert model["state"] == "ready"
     backend = model["backend"]
