@@ -1,53 +1,40 @@
-"""Anthropic Messages: `POST /messages` and `POST /messages/count_tokens`; Anthropic's error envelope.
+"""Anthropic Messages: `POST /messages` and `POST /messages/count_tokens`, the way in.
 
 Content blocks arrive as one flat model checked per block type, so an error names a
-single param (`messages[1].content[0].text`). Core events leave through one block state
-machine (`_Blocks`): its events are streamed as named SSE events, and folded into the
-non-stream reply, so both shapes always agree.
+single param (`messages[1].content[0].text`). Replies leave through `anthropic_stream`,
+whose one block state machine both streams and folds the non-stream reply.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from asgi_llm.core import (
     ChatRequest,
-    Finish,
     GenerationEvent,
-    InternalError,
     InvalidRequest,
-    LLMError,
     Message,
-    ReasoningDelta,
     SamplingParams,
-    TextDelta,
     ToolCall,
-    ToolCallDelta,
-    ToolCallStart,
     ToolChoice,
     ToolSpec,
     Unsupported,
-    Usage,
 )
 
-from .base import CountRoute, GenerateRoute, Meta, Parsed, Reply, Route, validate
+from .anthropic_stream import MessageStream, fold_message
+from .base import CountRoute, GenerateRoute, Meta, Parsed, Route, validate
 
 __all__ = [
     "ROUTES",
-    "MessageStream",
     "parse",
     "parse_count",
     "render",
     "render_count",
-    "render_error",
 ]
-
-THINKING_SIGNATURE = "asgi-llm-unsigned"
-"""Anthropic signs thinking blocks; we have nothing to sign with, and ignore signatures sent back."""
 
 
 class _Wire(BaseModel):
@@ -272,211 +259,12 @@ def _result(block: Block, param: str) -> str:
 # -- rendering -------------------------------------------------------------------------------------------
 
 
-class WireUsage(TypedDict):
-    input_tokens: int
-    output_tokens: int
-    cache_creation_input_tokens: int
-    cache_read_input_tokens: int
-
-
-class StopInfo(TypedDict):
-    stop_reason: str | None
-    stop_sequence: str | None
-
-
-class ErrorDetail(TypedDict):
-    type: str
-    message: str
-
-
-class ErrorBody(TypedDict):
-    type: Literal["error"]
-    error: ErrorDetail
-
-
-_STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
-_EMPTY_BLOCKS: dict[str, dict[str, Any]] = {
-    "text": {"type": "text", "text": ""},
-    "thinking": {"type": "thinking", "thinking": "", "signature": ""},
-}
-_DELTA_FIELDS = {"text_delta": "text", "thinking_delta": "thinking", "signature_delta": "signature"}
-
-
-def _usage(usage: Usage) -> WireUsage:
-    """Anthropic counts cache reads apart: the three input counts sum to the prompt's tokens."""
-    return {
-        "input_tokens": usage.prompt_tokens - usage.cached_tokens,
-        "output_tokens": usage.completion_tokens,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": usage.cached_tokens,
-    }
-
-
-def _stop(finish: Finish | None) -> StopInfo:
-    if finish is None:
-        return {"stop_reason": "end_turn", "stop_sequence": None}
-    if finish.reason == "stop" and finish.stop_sequence is not None:
-        return {"stop_reason": "stop_sequence", "stop_sequence": finish.stop_sequence}
-    return {"stop_reason": _STOP_REASONS[finish.reason], "stop_sequence": None}
-
-
-def _message(meta: Meta, content: list[dict[str, Any]], stop: StopInfo, usage: Usage) -> dict[str, Any]:
-    return {
-        "id": f"msg_{meta.request_id}",
-        "type": "message",
-        "role": "assistant",
-        "model": meta.model,
-        "content": content,
-        **stop,
-        "usage": _usage(usage),
-    }
-
-
-class _Blocks:
-    """Core events → content-block events; requests here have one choice (n=1).
-
-    A block opens with its first event and closes when another block starts or the
-    message finishes; a thinking block gets its `signature_delta` just before it closes.
-    """
-
-    def __init__(self) -> None:
-        self._index = -1
-        self._open: str | None = None
-        self.finish: Finish | None = None
-
-    def feed(self, event: GenerationEvent) -> list[dict[str, Any]]:
-        if isinstance(event, TextDelta):
-            return self._delta("text", {"type": "text_delta", "text": event.text}) if event.text else []
-        if isinstance(event, ReasoningDelta):
-            return self._delta("thinking", {"type": "thinking_delta", "thinking": event.text}) if event.text else []
-        if isinstance(event, ToolCallStart):
-            return self.close() + self._start({"type": "tool_use", "id": event.id, "name": event.name, "input": {}})
-        if isinstance(event, ToolCallDelta):
-            delta = {"type": "input_json_delta", "partial_json": event.arguments}
-            return [{"type": "content_block_delta", "index": self._index, "delta": delta}] if event.arguments else []
-        if isinstance(event, Finish):
-            self.finish = event
-        return self.close()  # ToolCallEnd, Finish
-
-    def close(self) -> list[dict[str, Any]]:
-        if self._open is None:
-            return []
-        ops = []
-        if self._open == "thinking":
-            delta = {"type": "signature_delta", "signature": THINKING_SIGNATURE}
-            ops.append({"type": "content_block_delta", "index": self._index, "delta": delta})
-        self._open = None
-        return [*ops, {"type": "content_block_stop", "index": self._index}]
-
-    def _delta(self, kind: str, delta: dict[str, Any]) -> list[dict[str, Any]]:
-        ops = [] if self._open == kind else self.close() + self._start(dict(_EMPTY_BLOCKS[kind]))
-        return [*ops, {"type": "content_block_delta", "index": self._index, "delta": delta}]
-
-    def _start(self, block: dict[str, Any]) -> list[dict[str, Any]]:
-        self._index += 1
-        self._open = block["type"]
-        return [{"type": "content_block_start", "index": self._index, "content_block": block}]
-
-
-def _fold(ops: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The content a client assembles from the block events, as the SDKs do."""
-    content: list[dict[str, Any]] = []
-    partial_json: dict[int, str] = {}
-    for op in ops:
-        if op["type"] == "content_block_start":
-            content.append(dict(op["content_block"]))
-        elif op["type"] == "content_block_delta":
-            index, delta = op["index"], op["delta"]
-            if delta["type"] == "input_json_delta":
-                partial_json[index] = partial_json.get(index, "") + delta["partial_json"]
-            else:
-                field = _DELTA_FIELDS[delta["type"]]
-                content[index][field] += delta[field]
-    for index, raw in partial_json.items():
-        content[index]["input"] = _json_object(raw)
-    return content
-
-
-def _json_object(raw: str) -> dict[str, Any]:
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        value = None
-    if not isinstance(value, dict):
-        raise InternalError("The model produced tool arguments that are not a JSON object.")
-    return value
-
-
 def render(parsed: Parsed[ChatRequest], meta: Meta, events: Sequence[GenerationEvent]) -> dict[str, Any]:
-    blocks = _Blocks()
-    ops = [op for event in events for op in blocks.feed(event)] + blocks.close()
-    finish = blocks.finish
-    return _message(meta, _fold(ops), _stop(finish), finish.usage if finish else Usage(0, 0))
+    return fold_message(meta, events)
 
 
 def render_count(parsed: Parsed[ChatRequest], count: int) -> dict[str, int]:
     return {"input_tokens": count}
-
-
-def _sse(payload: dict[str, Any] | ErrorBody) -> bytes:
-    """One named event; the name repeats the payload's `type`, as Anthropic's streams do."""
-    data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
-    return f"event: {payload['type']}\ndata: {data}\n\n".encode()
-
-
-class MessageStream:
-    """`message_start` and a `ping` first, then each block's start/delta/stop, `message_delta`, `message_stop`.
-
-    Usage is only known at the finish, so `message_start` counts zero tokens and
-    `message_delta` carries the cumulative counts (input ones included).
-    """
-
-    media_type = "text/event-stream"
-
-    def __init__(self, parsed: Parsed[ChatRequest], meta: Meta) -> None:
-        self._meta = meta
-        self._blocks = _Blocks()
-
-    def open(self) -> bytes:
-        message = _message(self._meta, [], {"stop_reason": None, "stop_sequence": None}, Usage(0, 0))
-        return _sse({"type": "message_start", "message": message}) + _sse({"type": "ping"})
-
-    def event(self, event: GenerationEvent) -> bytes:
-        ops = self._blocks.feed(event)
-        if isinstance(event, Finish):
-            ops.append({"type": "message_delta", "delta": _stop(event), "usage": _usage(event.usage)})
-        return b"".join(_sse(op) for op in ops)
-
-    def close(self) -> bytes:
-        return b"".join(_sse(op) for op in self._blocks.close()) + _sse({"type": "message_stop"})
-
-    def error(self, error: LLMError) -> bytes:
-        return _sse(render_error(error)[1])
-
-
-# -- errors -------------------------------------------------------------------------------------------
-
-_ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    405: "invalid_request_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    500: "api_error",
-    503: "overloaded_error",  # Anthropic answers 529; we keep the standard status
-}
-
-
-def render_error(error: LLMError) -> Reply:
-    """Anthropic's envelope has no `param`; like Anthropic's own messages, ours lead with it."""
-    fallback = "invalid_request_error" if error.status < 500 else "api_error"
-    message = error.message
-    if error.param and f"'{error.param}'" not in message:
-        message = f"{error.param}: {message}"
-    body: ErrorBody = {"type": "error", "error": {"type": _ERROR_TYPES.get(error.status, fallback), "message": message}}
-    return error.status, body
 
 
 ROUTES: tuple[Route, ...] = (

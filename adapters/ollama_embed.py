@@ -18,7 +18,7 @@ __all__ = ["parse_embed", "render_embed", "parse_embeddings", "render_embeddings
 class EmbedBody(Wire):
     model: Annotated[str, Field(min_length=1)]
     input: str | list[str] = []
-    truncate: bool = True  # inputs beyond the model's batch fail (400) rather than being cut
+    truncate: bool = True  # Ollama's default: cut inputs longer than the model embeds at once
     dimensions: int | None = None
     options: WireOptions | None = None
     keep_alive: float | str | None = None
@@ -43,7 +43,7 @@ def parse_embed(body: Any) -> Parsed[EmbeddingRequest]:
         for i, text in enumerate(inputs):
             if not text:
                 raise InvalidRequest("An input string is empty.", param=f"input[{i}]")
-    request = EmbeddingRequest(model=model_name(wire.model), inputs=inputs)
+    request = EmbeddingRequest(model=model_name(wire.model), inputs=inputs, truncate=wire.truncate)
     return Parsed(request, keep_alive=keep_alive_seconds(wire.keep_alive))
 
 

@@ -20,6 +20,8 @@ from asgi_llm.core import (
     ToolCallDelta,
     ToolCallEnd,
     ToolCallStart,
+    ToolChoice,
+    ToolSpec,
     SamplingParams,
     TextDelta,
     Unsupported,
@@ -60,6 +62,27 @@ class WireMessage(_Wire):
     tool_call_id: str | None = None
 
 
+class WireFunction(_Wire):
+    name: Annotated[str, Field(min_length=1, max_length=64)]
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class WireTool(_Wire):
+    type: Literal["function"]
+    function: WireFunction
+
+
+class NamedFunction(_Wire):
+    name: str
+
+
+class NamedToolChoice(_Wire):
+    type: Literal["function"]
+    function: NamedFunction
+
+
 class StreamOptions(_Wire):
     include_usage: bool = False
 
@@ -82,6 +105,9 @@ class ChatBody(_Wire):
     logprobs: bool | None = None
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
     user: str | None = None
+    tools: list[WireTool] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool | None = None
     # llama.cpp-style extras many clients send
     top_k: Annotated[int, Field(ge=0)] | None = None
     min_p: Annotated[float, Field(ge=0, le=1)] | None = None
@@ -119,6 +145,9 @@ def parse(body: Any) -> Parsed[ChatRequest]:
         sampling=sampling,
         n=wire.n or 1,
         user=wire.user,
+        tools=tuple(ToolSpec(t.function.name, t.function.description, t.function.parameters or {}) for t in wire.tools or ()),
+        tool_choice=_tool_choice(wire),
+        parallel_tool_calls=wire.parallel_tool_calls is not False,
     )
     include_usage = bool(wire.stream_options and wire.stream_options.include_usage)
     return Parsed(request, stream=bool(wire.stream), options=ChatOptions(include_usage))
@@ -135,13 +164,20 @@ def logit_bias(bias: dict[str, float] | None) -> tuple[tuple[int, float], ...]:
     return tuple(pairs)
 
 
+def _tool_choice(wire: ChatBody) -> ToolChoice:
+    choice = wire.tool_choice
+    if isinstance(choice, NamedToolChoice):
+        if choice.function.name not in {t.function.name for t in wire.tools or ()}:
+            raise InvalidRequest(f"tool_choice names '{choice.function.name}', which is not in 'tools'.", param="tool_choice")
+        return choice.function.name
+    if choice == "required" and not wire.tools:
+        raise InvalidRequest("tool_choice 'required' needs at least one tool.", param="tool_choice")
+    return choice or "auto"
+
+
 def _refuse_unsupported(wire: ChatBody) -> None:
     """Never ignore what a client relies on: say it is unsupported, naming the param."""
     extra = wire.model_extra or {}
-    if extra.get("tools"):
-        raise Unsupported("Tool calling is not supported by this server yet.", param="tools")
-    if extra.get("tool_choice") not in (None, "none", "auto"):
-        raise Unsupported("Tool calling is not supported by this server yet.", param="tool_choice")
     fmt = extra.get("response_format")
     if fmt is not None and not (isinstance(fmt, dict) and fmt.get("type") == "text"):
         raise Unsupported("Only response_format type 'text' is supported yet.", param="response_format")

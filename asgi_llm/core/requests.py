@@ -106,9 +106,12 @@ class CompletionRequest:
 
 @dataclass(frozen=True)
 class EmbeddingRequest:
+    """`truncate` cuts inputs longer than the model embeds at once; otherwise they are a 400."""
+
     model: str
     inputs: tuple[str | TokenIds, ...]
     user: str | None = None
+    truncate: bool = False
 
 
 GenerationRequest = Union[ChatRequest, CompletionRequest]

@@ -367,6 +367,8 @@ class LlamaCppEngine:
                 tokens = self._checked_ids(item, f"input[{i}]")
             if not tokens:
                 raise InvalidRequest("An input to embed is empty.", param=f"input[{i}]")
+            if request.truncate:
+                tokens = tokens[: llm.n_batch]
             if len(tokens) > llm.n_batch:
                 raise ContextOverflow(
                     f"Input {i} is {len(tokens)} tokens; this model embeds at most {llm.n_batch}.", param="input"

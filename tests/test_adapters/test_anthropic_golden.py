@@ -9,9 +9,7 @@ rewrite the expected outputs, then read the diff.
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,125 +19,71 @@ import pytest
 from anthropic.types import Message, ModelInfo, RawMessageStreamEvent
 from pydantic import TypeAdapter
 
-from asgi_llm.adapters import anthropic as anthropic_family
-from asgi_llm.adapters import anthropic_messages
+from asgi_llm.adapters import anthropic_messages, anthropic_models, anthropic_stream
+from asgi_llm.adapters.anthropic import ANTHROPIC
+from asgi_llm.adapters.anthropic_common import render_error
 from asgi_llm.adapters.base import InfoContext, Meta, Parsed
-from asgi_llm.core import (
-    Finish,
-    GenerationEvent,
-    LLMError,
-    ModelCard,
-    ReasoningDelta,
-    TextDelta,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
-    Usage,
-)
+from asgi_llm.core import GenerationEvent, LLMError, ModelCard
 
 META = Meta(request_id="test", created=1700000000, model="m")
-UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 GOLDEN = Path(__file__).parent / "golden" / "anthropic_messages"
 GENERATIONS = sorted(p for p in GOLDEN.iterdir() if (p / "events.json").is_file())
 STREAM_EVENT: TypeAdapter[RawMessageStreamEvent] = TypeAdapter(RawMessageStreamEvent)
 
-
-def _load(case: Path, name: str) -> Any:
-    return json.loads((case / name).read_text(encoding="utf-8"))
-
-
-def _check_json(case: Path, name: str, actual: Any) -> None:
-    actual = json.loads(json.dumps(actual))  # tuples → lists, as the wire sees it
-    path = case / name
-    if UPDATE:
-        path.write_text(json.dumps(actual, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    assert path.is_file(), f"missing golden {path}; run with UPDATE_GOLDEN=1"
-    assert actual == _load(case, name)
+LoadJson = Callable[[Path, str], Any]
+CheckOutputs = Callable[[Path, Parsed[Any], Any, bytes | None], None]
+CoreEvents = Callable[[Any], list[GenerationEvent]]
+StreamBytes = Callable[[Path], bytes]
+LoadCatalog = Callable[[str], list[ModelCard]]
 
 
-def _check_bytes(case: Path, name: str, actual: bytes) -> None:
-    path = case / name
-    if UPDATE:
-        path.write_bytes(actual)
-    assert path.is_file(), f"missing golden {path}; run with UPDATE_GOLDEN=1"
-    assert actual == path.read_bytes()
+@pytest.fixture
+def stream_bytes(load_json: LoadJson, core_events: CoreEvents) -> StreamBytes:
+    """`stream_bytes(case)`: what `MessageStream` sends for the case's request and events."""
+
+    def encode(case: Path) -> bytes:
+        stream = anthropic_stream.MessageStream(anthropic_messages.parse(load_json(case, "request.json")), META)
+        events = core_events(load_json(case, "events.json"))
+        return stream.open() + b"".join(stream.event(e) for e in events) + stream.close()
+
+    return encode
 
 
-def _parsed_json(parsed: Parsed[Any]) -> dict[str, Any]:
-    return {"request": dataclasses.asdict(parsed.request), "stream": parsed.stream, "options": parsed.options}
-
-
-def _event(raw: dict[str, Any]) -> GenerationEvent:
-    kind, call = raw["type"], raw.get("call_index", 0)
-    if kind == "text":
-        return TextDelta(raw["text"])
-    if kind == "reasoning":
-        return ReasoningDelta(raw["text"])
-    if kind == "tool_start":
-        return ToolCallStart(raw["id"], raw["name"], call_index=call)
-    if kind == "tool_delta":
-        return ToolCallDelta(raw["arguments"], call_index=call)
-    if kind == "tool_end":
-        return ToolCallEnd(call_index=call)
-    return Finish(raw["reason"], Usage(**raw["usage"]), stop_sequence=raw.get("stop_sequence"))
-
-
-def _events(case: Path) -> list[GenerationEvent]:
-    return [_event(e) for e in _load(case, "events.json")]
-
-
-def _stream_bytes(case: Path) -> bytes:
-    parsed = anthropic_messages.parse(_load(case, "request.json"))
-    stream = anthropic_messages.MessageStream(parsed, META)
-    return stream.open() + b"".join(stream.event(e) for e in _events(case)) + stream.close()
-
-
-def _catalog() -> list[ModelCard]:
-    raw = _load(GOLDEN, "catalog.json")
-    return [ModelCard(**{**card, "aliases": tuple(card["aliases"])}) for card in raw]
-
-
-def test_golden(anthropic_messages_case: Path) -> None:
+def test_golden(
+    anthropic_messages_case: Path,
+    load_json: LoadJson,
+    check_outputs: CheckOutputs,
+    core_events: CoreEvents,
+    stream_bytes: StreamBytes,
+    check_json: Callable[[Path, str, Any], None],
+    load_catalog: LoadCatalog,
+) -> None:
     case = anthropic_messages_case
-    request = _load(case, "request.json")
+    request = load_json(case, "request.json")
     if (case / "events.json").is_file():
         parsed = anthropic_messages.parse(request)
-        _check_json(case, "parsed.json", _parsed_json(parsed))
-        _check_json(case, "response.json", anthropic_messages.render(parsed, META, _events(case)))
-        _check_bytes(case, "stream.txt", _stream_bytes(case))
+        response = anthropic_messages.render(parsed, META, core_events(load_json(case, "events.json")))
+        check_outputs(case, parsed, response, stream_bytes(case))
     elif (case / "count.json").is_file():
         parsed = anthropic_messages.parse_count(request)
-        _check_json(case, "parsed.json", _parsed_json(parsed))
-        count = _load(case, "count.json")["input_tokens"]
-        _check_json(case, "response.json", anthropic_messages.render_count(parsed, count))
+        count = load_json(case, "count.json")["input_tokens"]
+        check_outputs(case, parsed, anthropic_messages.render_count(parsed, count), None)
     else:
-        handler = getattr(anthropic_family, request["handler"])
+        handler = getattr(anthropic_models, request["handler"])
+        ctx = InfoContext(load_catalog("anthropic_messages"), request["params"], {"anthropic-version": "2023-06-01"})
         try:
-            status, body = handler(InfoContext(_catalog(), request["params"], {"anthropic-version": "2023-06-01"}))
+            status, body = handler(ctx)
         except LLMError as error:
-            status, body = anthropic_messages.render_error(error)
-        _check_json(case, "response.json", {"status": status, "body": body})
+            status, body = render_error(error)
+        check_json(case, "response.json", {"status": status, "body": body})
 
 
 # -- the SDK's own types ---------------------------------------------------------------------------------
 
 
-def _split_sse(data: bytes) -> list[tuple[str, dict[str, Any]]]:
-    """`(event name, payload)` pairs, checking the framing: `event:` then `data:`, named after `type`."""
-    assert data.endswith(b"\n\n")
-    pairs = []
-    for chunk in data[:-2].split(b"\n\n"):
-        name_line, data_line = chunk.decode("utf-8").split("\n")
-        name, payload = name_line.removeprefix("event: "), json.loads(data_line.removeprefix("data: "))
-        assert name_line.startswith("event: ") and data_line.startswith("data: ")
-        assert payload["type"] == name
-        pairs.append((name, payload))
-    return pairs
-
-
 @pytest.mark.parametrize("case", GENERATIONS, ids=[c.name for c in GENERATIONS])
-def test_response_is_an_sdk_message(case: Path) -> None:
-    body = _load(case, "response.json")
+def test_response_is_an_sdk_message(case: Path, load_json: LoadJson) -> None:
+    body = load_json(case, "response.json")
     message = Message.model_validate(body)
     assert message.stop_reason is not None
     assert message.model_dump(exclude_unset=True) == body  # nothing dropped or renamed
@@ -153,9 +97,14 @@ _BLOCK_DELTAS = {
 
 
 @pytest.mark.parametrize("case", GENERATIONS, ids=[c.name for c in GENERATIONS])
-def test_stream_events_are_sdk_events_in_order(case: Path) -> None:
-    events = _split_sse(_stream_bytes(case))
-    names, payloads = [name for name, _ in events], [payload for _, payload in events]
+def test_stream_events_are_sdk_events_in_order(
+    case: Path,
+    load_json: LoadJson,
+    stream_bytes: StreamBytes,
+    parse_named_sse: Callable[[bytes], list[dict[str, Any]]],
+) -> None:
+    payloads = parse_named_sse(stream_bytes(case))
+    names = [payload["type"] for payload in payloads]
     assert names[:2] == ["message_start", "ping"] and names[-2:] == ["message_delta", "message_stop"]
     assert payloads[0]["message"]["content"] == [] and payloads[0]["message"]["stop_reason"] is None
     for payload in payloads[:1] + payloads[2:]:
@@ -178,7 +127,7 @@ def test_stream_events_are_sdk_events_in_order(case: Path) -> None:
                 assert open_block["deltas"].count("signature_delta") == 1
             open_block = None
     assert open_block is None
-    assert next_index == len(_load(case, "response.json")["content"])
+    assert next_index == len(load_json(case, "response.json")["content"])
 
 
 def _sdk(body: bytes, content_type: str) -> anthropic.Anthropic:
@@ -188,23 +137,25 @@ def _sdk(body: bytes, content_type: str) -> anthropic.Anthropic:
 
 
 @pytest.mark.parametrize("case", GENERATIONS, ids=[c.name for c in GENERATIONS])
-def test_sdk_assembles_the_stream_into_the_non_stream_reply(case: Path) -> None:
+def test_sdk_assembles_the_stream_into_the_non_stream_reply(
+    case: Path, load_json: LoadJson, stream_bytes: StreamBytes
+) -> None:
     """The SDK's own accumulator, fed our exact bytes, rebuilds exactly what `render` returns."""
-    request = _load(case, "request.json")
+    request = load_json(case, "request.json")
     kwargs = {k: request[k] for k in ("model", "max_tokens", "messages")}
-    with _sdk(_stream_bytes(case), "text/event-stream").messages.stream(**kwargs) as stream:
+    with _sdk(stream_bytes(case), "text/event-stream").messages.stream(**kwargs) as stream:
         text = "".join(stream.text_stream)
         final = stream.get_final_message()
-    expected = Message.model_validate(_load(case, "response.json"))
+    expected = Message.model_validate(load_json(case, "response.json"))
     assert final.model_dump(exclude_none=True) == expected.model_dump(exclude_none=True)
     assert text == "".join(block.text for block in expected.content if block.type == "text")
     plain = _sdk((case / "response.json").read_bytes(), "application/json").messages.create(**kwargs)
     assert plain == expected
 
 
-def test_models_are_sdk_model_infos() -> None:
-    catalog = _catalog()
-    status, body = anthropic_family.list_models(InfoContext(catalog, {}, {}))
+def test_models_are_sdk_model_infos(load_catalog: LoadCatalog) -> None:
+    catalog = load_catalog("anthropic_messages")
+    status, body = anthropic_models.list_models(InfoContext(catalog, {}, {}))
     assert status == 200 and body["has_more"] is False
     infos = [ModelInfo.model_validate(item) for item in body["data"]]
     assert [i.id for i in infos] == [c.id for c in catalog] == [body["first_id"], body["last_id"]]
@@ -212,5 +163,5 @@ def test_models_are_sdk_model_infos() -> None:
 
 
 def test_model_routes_answer_anthropic_clients_only() -> None:
-    routes = [r for r in anthropic_family.ANTHROPIC.routes if r.path.startswith("/models")]
+    routes = [r for r in ANTHROPIC.routes if r.path.startswith("/models")]
     assert len(routes) == 2 and all(getattr(r, "requires_header", None) == "anthropic-version" for r in routes)

@@ -10,7 +10,7 @@ from anthropic.types import RawMessageStreamEvent
 from anthropic.types.shared import ErrorResponse
 from pydantic import TypeAdapter
 
-from asgi_llm.adapters import anthropic_messages
+from asgi_llm.adapters import anthropic_common, anthropic_messages, anthropic_stream
 from asgi_llm.adapters.anthropic import ANTHROPIC
 from asgi_llm.adapters.base import Meta
 from asgi_llm.core import (
@@ -208,7 +208,7 @@ ERRORS: list[tuple[LLMError, str]] = [
 
 @pytest.mark.parametrize(("error", "kind"), ERRORS, ids=lambda e: type(e).__name__ if isinstance(e, LLMError) else e)
 def test_error_envelope(error: LLMError, kind: str) -> None:
-    status, body_ = anthropic_messages.render_error(error)
+    status, body_ = anthropic_common.render_error(error)
     assert status == error.status
     assert body_["error"]["type"] == kind
     assert error.message in body_["error"]["message"]
@@ -218,12 +218,12 @@ def test_error_envelope(error: LLMError, kind: str) -> None:
 
 
 def test_payload_too_large_is_request_too_large() -> None:
-    status, body_ = anthropic_messages.render_error(PayloadTooLarge("Too big."))
+    status, body_ = anthropic_common.render_error(PayloadTooLarge("Too big."))
     assert (status, body_) == (413, {"type": "error", "error": {"type": "request_too_large", "message": "Too big."}})
 
 
 def test_param_is_not_repeated_when_the_message_quotes_it() -> None:
-    _, body_ = anthropic_messages.render_error(
+    _, body_ = anthropic_common.render_error(
         InvalidRequest("Missing required parameter: 'max_tokens'.", param="max_tokens")
     )
     assert body_["error"]["message"] == "Missing required parameter: 'max_tokens'."
@@ -231,7 +231,7 @@ def test_param_is_not_repeated_when_the_message_quotes_it() -> None:
 
 def test_adapter_wiring() -> None:
     assert ANTHROPIC.signature_header == "anthropic-version"
-    assert ANTHROPIC.render_error is anthropic_messages.render_error
+    assert ANTHROPIC.render_error is anthropic_common.render_error
     assert {r.path for r in ANTHROPIC.routes} == {
         "/messages",
         "/messages/count_tokens",
@@ -240,9 +240,9 @@ def test_adapter_wiring() -> None:
     }
 
 
-def _stream() -> anthropic_messages.MessageStream:
+def _stream() -> anthropic_stream.MessageStream:
     parsed = anthropic_messages.parse(body(stream=True))
-    return anthropic_messages.MessageStream(parsed, Meta(request_id="test", created=1700000000, model="m"))
+    return anthropic_stream.MessageStream(parsed, Meta(request_id="test", created=1700000000, model="m"))
 
 
 def test_stream_error_event_is_an_error_envelope() -> None:

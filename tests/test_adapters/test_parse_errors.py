@@ -82,8 +82,6 @@ UNSUPPORTED = [
         "messages[1].content[1].type",
         id="chat-audio-second-part",
     ),
-    pytest.param(openai_chat, chat(tools=[{"type": "function", "function": {"name": "f"}}]), "tools", id="chat-tools"),
-    pytest.param(openai_chat, chat(tool_choice="required"), "tool_choice", id="chat-tool-choice"),
     pytest.param(openai_chat, chat(response_format={"type": "json_object"}), "response_format", id="chat-json-object"),
     pytest.param(openai_chat, chat(modalities=["text", "audio"]), "modalities", id="chat-audio-out"),
     pytest.param(openai_completions, completion(suffix="end"), "suffix", id="completions-suffix"),
@@ -127,6 +125,7 @@ def test_missing_param_message_names_it() -> None:
         {"response_format": {"type": "text"}},
         {"tool_choice": "none"},
         {"tools": []},
+        {"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]},
         {"modalities": ["text"]},
         {"logprobs": True, "top_logprobs": 0},
         {"vendor_extra": {"anything": 1}},
@@ -135,3 +134,36 @@ def test_missing_param_message_names_it() -> None:
 def test_harmless_options_are_accepted(fields: dict[str, Any]) -> None:
     """The refusals above are specific: the harmless form of each option parses."""
     assert openai_chat.parse(chat(**fields)).request.model == "m"
+
+
+def test_chat_tools_reach_the_core() -> None:
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "d", "parameters": {"type": "object"}}}]
+    parsed = openai_chat.parse(
+        chat(tools=tools, tool_choice={"type": "function", "function": {"name": "get_weather"}}, parallel_tool_calls=False)
+    )
+    request = parsed.request
+    assert [t.name for t in request.tools] == ["get_weather"]
+    assert request.tools[0].parameters == {"type": "object"} and request.tools[0].description == "d"
+    assert request.tool_choice == "get_weather" and request.parallel_tool_calls is False
+
+
+TOOL_MISTAKES = [
+    pytest.param(openai_chat, chat(tools=[{"type": "web_search"}]), "tools[0].type", id="chat-tools-kind"),
+    pytest.param(openai_chat, chat(tool_choice="required"), "tool_choice", id="chat-required-without-tools"),
+    pytest.param(
+        openai_chat,
+        chat(
+            tools=[{"type": "function", "function": {"name": "f"}}],
+            tool_choice={"type": "function", "function": {"name": "g"}},
+        ),
+        "tool_choice",
+        id="chat-tool-choice-unknown-name",
+    ),
+]
+
+
+@pytest.mark.parametrize(("adapter", "body", "param"), TOOL_MISTAKES)
+def test_tool_mistakes_name_the_param(adapter: Any, body: Any, param: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        adapter.parse(body)
+    assert caught.value.param == param and caught.value.status == 400

@@ -9,9 +9,6 @@ rewrite the expected outputs, then read the diff.
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,25 +18,15 @@ import pytest
 
 from asgi_llm.adapters import openai_responses
 from asgi_llm.adapters.base import Meta, Parsed
-from asgi_llm.core import (
-    ChatRequest,
-    Finish,
-    GenerationEvent,
-    Overloaded,
-    ReasoningDelta,
-    TextDelta,
-    TokenLogprob,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
-    TopLogprob,
-    Usage,
-)
+from asgi_llm.core import ChatRequest, GenerationEvent, Overloaded
 
 SpecValidate = Callable[[Any, str], None]
+LoadJson = Callable[[Path, str], Any]
+CheckOutputs = Callable[[Path, Parsed[Any], Any, bytes | None], None]
+ParseNamedSSE = Callable[[bytes], list[dict[str, Any]]]
+Replay = Callable[[Path], tuple[Parsed[ChatRequest], list[GenerationEvent], bool, bytes, Any]]
 
 META = Meta(request_id="test", created=1700000000, model="m")
-UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 
 EVENT_SCHEMAS = {
     "response.created": "ResponseCreatedEvent",
@@ -61,95 +48,43 @@ EVENT_SCHEMAS = {
 ENDS = ("response.completed", "response.incomplete", "response.failed")
 
 
-def _load(case: Path, name: str) -> Any:
-    return json.loads((case / name).read_text(encoding="utf-8"))
+@pytest.fixture
+def replay(load_json: LoadJson, core_events: Callable[[Any], list[GenerationEvent]]) -> Replay:
+    """`replay(case)`: the parsed request, its core events, whether the stream fails, its bytes and final response."""
+
+    def replay_case(case: Path) -> tuple[Parsed[ChatRequest], list[GenerationEvent], bool, bytes, Any]:
+        parsed = openai_responses.parse(load_json(case, "request.json"))
+        raw = load_json(case, "events.json")
+        fails = bool(raw) and raw[-1]["type"] == "error"
+        events = core_events(raw[:-1] if fails else raw)
+        stream = openai_responses.encoder(parsed, META)
+        body = stream.open() + b"".join(stream.event(e) for e in events)
+        body += stream.error(Overloaded("The server is busy.")) if fails else stream.close()
+        return parsed, events, fails, body, stream.final()
+
+    return replay_case
 
 
-def _check_json(case: Path, name: str, actual: Any) -> None:
-    actual = json.loads(json.dumps(actual))  # tuples → lists, as the wire sees it
-    path = case / name
-    if UPDATE:
-        path.write_text(json.dumps(actual, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    assert path.is_file(), f"missing golden {path}; run with UPDATE_GOLDEN=1"
-    assert actual == _load(case, name)
-
-
-def _check_bytes(case: Path, name: str, actual: bytes) -> None:
-    path = case / name
-    if UPDATE:
-        path.write_bytes(actual)
-    assert path.is_file(), f"missing golden {path}; run with UPDATE_GOLDEN=1"
-    assert actual == path.read_bytes()
-
-
-def _logprob(raw: dict[str, Any]) -> TokenLogprob:
-    top = tuple(TopLogprob(t["token"], t["logprob"], t["token"].encode()) for t in raw.get("top", ()))
-    return TokenLogprob(raw["token"], raw["logprob"], raw["token"].encode(), top)
-
-
-def _event(raw: dict[str, Any]) -> GenerationEvent:
-    kind, call = raw["type"], raw.get("call_index", 0)
-    if kind == "text":
-        return TextDelta(raw["text"], logprobs=tuple(_logprob(t) for t in raw.get("logprobs", ())))
-    if kind == "reasoning":
-        return ReasoningDelta(raw["text"])
-    if kind == "tool_start":
-        return ToolCallStart(raw["id"], raw["name"], call_index=call)
-    if kind == "tool_delta":
-        return ToolCallDelta(raw["arguments"], call_index=call)
-    if kind == "tool_end":
-        return ToolCallEnd(call_index=call)
-    return Finish(raw["reason"], Usage(**raw["usage"]))
-
-
-def parse_named_sse(data: bytes) -> list[dict[str, Any]]:
-    """The payloads of a named-event SSE body, checking each `event:` line names its payload's type."""
-    assert data.endswith(b"\n\n") and b"[DONE]" not in data
-    payloads = []
-    for block in data[:-2].decode("utf-8").split("\n\n"):
-        event_line, data_line = block.split("\n")
-        payload = json.loads(data_line.removeprefix("data: "))
-        assert event_line == f"event: {payload['type']}"
-        payloads.append(payload)
-    return payloads
-
-
-def _parsed_json(parsed: Parsed[ChatRequest]) -> dict[str, Any]:
-    options = dataclasses.asdict(parsed.options)
-    return {"request": dataclasses.asdict(parsed.request), "stream": parsed.stream, "options": options}
-
-
-def _run(case: Path) -> tuple[Parsed[ChatRequest], list[GenerationEvent], bool, bytes, Any]:
-    parsed = openai_responses.parse(_load(case, "request.json"))
-    raw = _load(case, "events.json")
-    fails = bool(raw) and raw[-1]["type"] == "error"
-    events = [_event(e) for e in (raw[:-1] if fails else raw)]
-    stream = openai_responses.encoder(parsed, META)
-    body = stream.open() + b"".join(stream.event(e) for e in events)
-    body += stream.error(Overloaded("The server is busy.")) if fails else stream.close()
-    return parsed, events, fails, body, stream.final()
-
-
-def test_golden(openai_responses_case: Path) -> None:
-    parsed, events, fails, body, final = _run(openai_responses_case)
-    _check_json(openai_responses_case, "parsed.json", _parsed_json(parsed))
+def test_golden(openai_responses_case: Path, replay: Replay, check_outputs: CheckOutputs) -> None:
+    parsed, events, fails, body, final = replay(openai_responses_case)
     rendered = final if fails else openai_responses.render(parsed, META, events)
-    _check_json(openai_responses_case, "response.json", rendered)
-    _check_bytes(openai_responses_case, "stream.txt", body)
+    check_outputs(openai_responses_case, parsed, rendered, body)
     assert final == rendered  # the stream ends with exactly the non-stream response
 
 
-def test_response_matches_spec(openai_responses_case: Path, spec_validate: SpecValidate) -> None:
-    spec_validate(_load(openai_responses_case, "response.json"), "Response")
+def test_response_matches_spec(openai_responses_case: Path, spec_validate: SpecValidate, load_json: LoadJson) -> None:
+    spec_validate(load_json(openai_responses_case, "response.json"), "Response")
 
 
-def test_stream_events_match_spec(openai_responses_case: Path, spec_validate: SpecValidate) -> None:
+def test_stream_events_match_spec(
+    openai_responses_case: Path, spec_validate: SpecValidate, parse_named_sse: ParseNamedSSE
+) -> None:
     for event in parse_named_sse((openai_responses_case / "stream.txt").read_bytes()):
         spec_validate(event, EVENT_SCHEMAS[event["type"]])
         spec_validate(event, "ResponseStreamEvent")
 
 
-def test_stream_is_consistent(openai_responses_case: Path) -> None:
+def test_stream_is_consistent(openai_responses_case: Path, parse_named_sse: ParseNamedSSE) -> None:
     events = parse_named_sse((openai_responses_case / "stream.txt").read_bytes())
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     assert [e["type"] for e in events[:2]] == ["response.created", "response.in_progress"]
@@ -189,9 +124,11 @@ def _check_items(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
     return added, [done[i] for i in sorted(done)]
 
 
-def test_spec_checks_are_not_vacuous(spec_validate: SpecValidate) -> None:
+def test_spec_checks_are_not_vacuous(
+    spec_validate: SpecValidate, load_json: LoadJson, parse_named_sse: ParseNamedSSE
+) -> None:
     case = Path(__file__).parent / "golden" / "openai_responses" / "string_input"
-    body = _load(case, "response.json")
+    body = load_json(case, "response.json")
     for broken in (
         {k: v for k, v in body.items() if k != "tools"},
         {**body, "usage": None},
