@@ -223,6 +223,8 @@ class LlamaCppEngine:
                 yield from self._decode(tokens, request.sampling, index, count_prompt=j == 0)
 
     def _check_fits(self, tokens: list[int], request: GenerationRequest) -> None:
+        if not tokens:
+            raise InvalidRequest("The prompt is empty.", param="prompt")
         n_ctx = self.context_length
         limit = request.sampling.max_tokens
         if len(tokens) >= n_ctx or (limit is not None and len(tokens) + limit > n_ctx):

@@ -73,3 +73,20 @@ def test_openai_sdk_against_serve(served: str) -> None:
 def test_health_answers_at_the_root_and_under_v1(served: str) -> None:
     assert httpx.get(f"{served}/health").json()["status"] == "ok"
     assert httpx.get(f"{served}/v1/health").json()["status"] == "ok"
+
+
+def test_responses_anthropic_and_ollama_clients_against_serve(served: str) -> None:
+    import anthropic
+    import ollama
+
+    with openai.OpenAI(base_url=f"{served}/v1", api_key="unused", max_retries=0) as client:
+        response = client.responses.create(model="default", input="Hi", max_output_tokens=8)
+        assert response.output_text and client.responses.retrieve(response.id).id == response.id
+    with anthropic.Anthropic(base_url=served, api_key="unused", max_retries=0) as claude:
+        message = claude.messages.create(model="default", max_tokens=8, messages=[{"role": "user", "content": "Hi"}])
+        assert message.content[0].type == "text" and message.content[0].text
+        assert claude.messages.count_tokens(model="default", messages=[{"role": "user", "content": "Hi"}]).input_tokens > 0
+    with ollama.Client(host=served) as local:
+        chat = local.chat(model="default", messages=[{"role": "user", "content": "Hi"}], options={"num_predict": 8})
+        assert chat.done and chat.message.content
+        assert any(m.model and m.model.startswith("SmolLM2-135M-Instruct") for m in local.list().models)

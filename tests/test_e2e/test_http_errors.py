@@ -98,3 +98,8 @@ def test_trailing_slash_is_served_without_redirect(server) -> None:
     response = httpx.get(f"{server.url}/v1/models/", follow_redirects=False, timeout=60)
     assert response.status_code == 200
     assert response.json()["object"] == "list"
+
+
+def test_empty_prompt_is_400(post) -> None:
+    error = _error(post("/completions", json={"model": MODEL, "prompt": "", "max_tokens": 2}), 400)
+    assert error["param"] == "prompt"
