@@ -140,3 +140,27 @@ async def test_unknown_model_never_falls_back() -> None:
         response = await http.post("/chat/completions", json={**CHAT, "model": "other"})
     assert response.status_code == 404 and response.json()["error"]["code"] == "model_not_found"
 
+
+
+class _Broken(FakeEngine):
+    """An engine with a bug: the server must answer 500 without leaking what went wrong."""
+
+    def generate(self, request: Any) -> Any:
+        async def fail() -> Any:
+            raise RuntimeError("/srv/secret/model.gguf: sk-live-key exploded")
+            yield  # pragma: no cover
+
+        return fail()
+
+
+async def test_unexpected_errors_are_500_without_details(caplog: pytest.LogCaptureFixture) -> None:
+    settings = Settings(models=(ModelConfig(id="fake", path="unused.gguf"),))
+    llm = LLMApp(pool=ModelPool(settings, engine_factory=lambda config, thread: _Broken(config)))
+    async with llm.lifespan(), client(llm) as http:
+        await llm.pool.wait_ready()
+        for stream in (False, True):
+            response = await http.post("/chat/completions", json={**CHAT, "stream": stream})
+            assert response.status_code == 500
+            assert response.json()["error"]["type"] == "server_error"
+            assert "secret" not in response.text and "sk-live" not in response.text and "Traceback" not in response.text
+    assert "exploded" in caplog.text  # the operator still sees it in the log
