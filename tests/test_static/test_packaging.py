@@ -34,6 +34,8 @@ def test_wheel_installs_one_top_level_name(wheel: Path) -> None:
     assert "asgi_llm/py.typed" in names
     assert "asgi_llm/adapters/openai_chat.py" in names
     assert "asgi_llm/contrib/django/__init__.py" in names
+    assert "asgi_llm/contrib/django/migrations/0001_initial.py" in names
+    assert "asgi_llm/contrib/django/management/commands/create_llm_key.py" in names
 
 
 @pytest.mark.parametrize("name", ["adapters", "contrib"])

@@ -1,0 +1,23 @@
+"""`manage.py create_llm_key NAME`: store a new API key and print it, once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ...keys import KeyExists, create_key
+
+
+class Command(BaseCommand):
+    help = "Create an API key for the LLM API and print it; only its hash is stored."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("name", help="who or what uses the key")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            key = create_key(options["name"])
+        except KeyExists as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(key)

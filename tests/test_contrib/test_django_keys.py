@@ -1,0 +1,76 @@
+"""The Django key store: keys made by `create_llm_key` verify until `revoke_llm_key` revokes them."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("django_db")
+
+
+def command(*args: str) -> str:
+    from django.core.management import call_command
+
+    out = io.StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue().strip()
+
+
+@pytest.mark.anyio
+async def test_a_created_key_verifies_until_revoked() -> None:
+    from asgi_llm.contrib.django import verify_key
+    from asgi_llm.contrib.django.models import APIKey
+
+    key = await sync(command, "create_llm_key", "ci-bot")
+    assert key.startswith("sk-llm-") and len(key) > 40
+    assert await verify_key(key) == "ci-bot"
+    stored = await APIKey.objects.aget(name="ci-bot")
+    assert key not in stored.hashed_key and len(stored.hashed_key) == 64
+    assert await verify_key(key + "x") is None
+    assert await verify_key("sk-llm-guess") is None
+    assert await verify_key("") is None
+    assert await sync(command, "revoke_llm_key", "ci-bot") == "Revoked ci-bot."
+    assert await verify_key(key) is None
+    assert (await APIKey.objects.aget(name="ci-bot")).revoked is not None
+
+
+async def sync(fn: Callable[..., str], *args: str) -> str:
+    from asgiref.sync import sync_to_async
+
+    return await sync_to_async(fn)(*args)
+
+
+def test_names_are_unique_and_revoking_an_unknown_key_fails() -> None:
+    from django.core.management.base import CommandError
+
+    command("create_llm_key", "twice")
+    with pytest.raises(CommandError, match="exists already"):
+        command("create_llm_key", "twice")
+    command("revoke_llm_key", "twice")
+    with pytest.raises(CommandError, match="no API key named 'twice' is in force"):
+        command("revoke_llm_key", "twice")
+    with pytest.raises(CommandError, match="no API key named 'nobody'"):
+        command("revoke_llm_key", "nobody")
+
+
+def test_the_admin_lists_and_revokes_keys_but_does_not_add_them() -> None:
+    from django.contrib import admin
+    from django.contrib.messages.storage.cookie import CookieStorage
+    from django.test import RequestFactory
+
+    from asgi_llm.contrib.django.models import APIKey
+
+    model_admin = admin.site.get_model_admin(APIKey)
+    request = RequestFactory().post("/admin/asgi_llm/apikey/")
+    request._messages = CookieStorage(request)  # type: ignore[attr-defined]
+    assert not model_admin.has_add_permission(request)
+    command("create_llm_key", "from-admin")
+    model_admin.revoke(request, APIKey.objects.filter(name="from-admin"))  # type: ignore[attr-defined]
+    assert APIKey.objects.get(name="from-admin").revoked is not None
+    assert [m.message for m in request._messages] == ["Revoked 1 key(s)."]  # type: ignore[attr-defined]
+
+
+def test_the_migrations_match_the_models() -> None:
+    command("makemigrations", "asgi_llm", "--check", "--dry-run")
