@@ -1,7 +1,18 @@
 """asgi_llm: a mountable ASGI app that serves local GGUF models over popular LLM wire protocols."""
 
-from .app import LLMApp
-from .config import ModelConfig, Settings
+from .app import LLMApp, default_middleware
+from .config import ApiKeyConfig, LimitsConfig, ModelConfig, Settings
+from .middleware import KeyInfo, Limits
 from .pool import ModelPool
 
-__all__ = ["LLMApp", "ModelConfig", "ModelPool", "Settings"]
+__all__ = [
+    "ApiKeyConfig",
+    "KeyInfo",
+    "LLMApp",
+    "Limits",
+    "LimitsConfig",
+    "ModelConfig",
+    "ModelPool",
+    "Settings",
+    "default_middleware",
+]

@@ -4,21 +4,44 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from .adapters.base import Adapter, Route, StateStore
 from .adapters.openai import OPENAI
-from .asgi import Receive, Scope, Send, send_json
-from .config import Settings
+from .asgi import ASGIApp, Receive, Scope, Send, send_json
+from .config import ApiKeyConfig, LimitsConfig, Settings
 from .core import LLMError, MethodNotAllowed, RouteNotFound
 from .endpoint import Endpoint
+from .middleware import (
+    AuthMiddleware,
+    JSONLinesSink,
+    KeyInfo,
+    KeyStore,
+    Ledger,
+    Limiter,
+    Limits,
+    LimitsMiddleware,
+    LoggingSink,
+    MemoryBudgets,
+    Metrics,
+    MetricsMiddleware,
+    RequestInfo,
+    Sink,
+    UsageMiddleware,
+    Verifier,
+)
+from .middleware.context import REQUEST, request_state
 from .pool import ModelPool
-from .routing import Router, route_path
+from .routing import Match, Router, route_path
 from .state import MemoryStore, SQLiteStore
 
-__all__ = ["LLMApp"]
+__all__ = ["LLMApp", "Layer", "default_middleware"]
+
+Layer = Callable[[ASGIApp], ASGIApp]
+"""A middleware factory: takes the app inside, returns the app around it (`functools.partial(Cls, **options)`)."""
 
 log = logging.getLogger("asgi_llm")
 
@@ -47,9 +70,13 @@ class LLMApp:
         adapters: Sequence[Adapter] = (OPENAI,),
         health_path: str | None = "/health",
         store: StateStore | None = None,
+        middleware: Sequence[Layer] | None = None,
+        verify: Verifier | None = None,
     ) -> None:
         if pool is not None and settings is not None:
             raise ValueError("pass settings or a shared pool, not both")
+        if middleware is not None and verify is not None:
+            raise ValueError("pass verify to default_middleware() when giving your own middleware list")
         self.pool = pool or ModelPool(settings)
         self.settings = self.pool.settings
         self._adapters = tuple(adapters)
@@ -62,15 +89,47 @@ class LLMApp:
         if health_path:
             table.append((health_path, ("GET",), (_HEALTH, self._adapters[0]), None))
         self._router = Router(table)
+        self._health_path = health_path
+        self._models = {name: model.id for model in self.settings.models for name in model.names}
         self.store = store or _store_from(self.settings)
         self._endpoint = Endpoint(self.pool, self.store, self.settings.max_body_bytes)
         self._lifespan_entered = False
         self._lazy_lock = asyncio.Lock()
+        self.middleware: tuple[Layer, ...] = (
+            tuple(middleware) if middleware is not None else default_middleware(self.pool, verify=verify)
+        )
+        app: ASGIApp = self._serve_routed
+        for layer in reversed(self.middleware):  # the first layer is the outermost
+            app = layer(app)
+        self._app = app
 
     def sibling(self, *adapters: Adapter, health_path: str | None = "/health") -> LLMApp:
-        """Another app on the same pool and store, speaking other protocols — e.g. Ollama's
-        routes mounted at the host's root beside OpenAI's at `/v1`."""
-        return LLMApp(pool=self.pool, adapters=adapters, health_path=health_path, store=self.store)
+        """Another app on the same pool, store and middleware (so one key's limits and metrics
+        span both), speaking other protocols — e.g. Ollama's routes at the host's root beside
+        OpenAI's at `/v1`."""
+        return LLMApp(
+            pool=self.pool, adapters=adapters, health_path=health_path, store=self.store, middleware=self.middleware
+        )
+
+    def classify(self, scope: Scope) -> RequestInfo:
+        """Which protocol and route a request is for, and its error envelope — what the
+        middleware layers need; pass it as their `classify` to wrap this app from outside."""
+        match, adapter = self._match(scope)
+        endpoint = "unmatched"
+        if match is not None and match.target is not None:
+            route = match.target[0]
+            endpoint = (self._health_path or "") if isinstance(route, str) else route.path
+        return RequestInfo(adapter.name, route_path(scope), endpoint, adapter.render_error, self._resolve_model)
+
+    def _resolve_model(self, name: str) -> str | None:
+        return self._models.get(name) or self._models.get(name.removesuffix(":latest"))
+
+    def _match(self, scope: Scope) -> tuple[Match[tuple[Route | str, Adapter]] | None, Adapter]:
+        headers = {bytes(k).decode("latin-1").lower() for k, _ in scope.get("headers", ())}
+        match = self._router.match(route_path(scope), scope.get("method", "GET"), headers)
+        if match is not None and match.target is not None:
+            return match, match.target[1]
+        return match, next((a for a in self._adapters if a.signature_header in headers), self._adapters[0])
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Any = None) -> AsyncIterator[None]:
@@ -87,14 +146,13 @@ class LLMApp:
         if scope["type"] == "lifespan":
             await self._serve_lifespan(receive, send)
         elif scope["type"] == "http":
-            await self._serve_http(scope, receive, send)
+            request_state(scope)[REQUEST] = self.classify(scope)
+            await self._app(scope, receive, send)
 
-    async def _serve_http(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _serve_routed(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.pool.started:
             await self._lazy_start()
-        headers = {bytes(k).decode("latin-1").lower() for k, _ in scope.get("headers", ())}
-        match = self._router.match(route_path(scope), scope["method"], headers)
-        adapter = next((a for a in self._adapters if a.signature_header in headers), self._adapters[0])
+        match, adapter = self._match(scope)
         if match is None or match.target is None:
             error: LLMError = (
                 RouteNotFound(f"No route for {scope['method']} {route_path(scope)}.")
@@ -103,7 +161,7 @@ class LLMApp:
             )
             await self._endpoint.send_error(adapter, error, send)
             return
-        route, adapter = match.target
+        route = match.target[0]
         if route == _HEALTH:
             status, body = self.pool.health()
             await send_json(send, status, body)
@@ -132,3 +190,61 @@ class LLMApp:
                 await manager.__aexit__(None, None, None)
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+def default_middleware(pool: ModelPool, *, verify: Verifier | None = None) -> tuple[Layer, ...]:
+    """The layers the settings ask for, outermost first: usage (always; metrics, and the ledger,
+    JSON Lines file and log if configured), auth (with keys configured or a `verify`), limits
+    (with limits configured or a `verify`, whose keys may carry their own), metrics (`GET
+    /metrics` unless `metrics_path` is None). Their state is shared by every app given them."""
+    settings = pool.settings
+    ledger = Ledger(settings.usage_ledger) if settings.usage_ledger else None
+    metrics = Metrics(models=lambda: [(m.id, pool.loaded(m.id) is not None) for m in settings.models])
+    sinks: list[Sink] = [metrics.observe]
+    if ledger is not None:
+        sinks.append(ledger.record)
+    if settings.usage_jsonl:
+        sinks.append(JSONLinesSink(settings.usage_jsonl))
+    if settings.usage_log:
+        sinks.append(LoggingSink())
+    probes = ("/health", *([settings.metrics_path] if settings.metrics_path else []))  # neither recorded nor limited
+    layers: list[Layer] = [functools.partial(UsageMiddleware, sinks=sinks, exclude=probes)]
+    keys = settings.all_api_keys()
+    if settings.auth_enabled or verify is not None:
+        verifier = _verifier(keys, verify) or KeyStore()  # a keys file with no keys lets no one in
+        public, limit = settings.public_paths, settings.max_body_bytes
+        layers.append(functools.partial(AuthMiddleware, verify=verifier, public=public, max_body_bytes=limit))
+    default = _limits(settings.limits)
+    if verify is not None or not default.unlimited or any(key.limits is not None for key in keys):
+        limiter = Limiter(default, budgets=ledger or MemoryBudgets())
+        layers.append(functools.partial(LimitsMiddleware, limiter=limiter, exempt=(*settings.public_paths, *probes)))
+    if settings.metrics_path:
+        layers.append(functools.partial(MetricsMiddleware, metrics=metrics, path=settings.metrics_path))
+    return tuple(layers)
+
+
+def _limits(config: LimitsConfig) -> Limits:
+    return Limits(**config.model_dump())
+
+
+def _verifier(keys: Sequence[ApiKeyConfig], verify: Verifier | None) -> Verifier | None:
+    """The configured keys first, then the host's verifier."""
+    if not keys:
+        return verify
+    store = KeyStore((key.key.get_secret_value(), _identity(key)) for key in keys)
+    if verify is None:
+        return store
+
+    async def either(key: str) -> KeyInfo | None:
+        return await store(key) or await verify(key)
+
+    return either
+
+
+def _identity(key: ApiKeyConfig) -> KeyInfo:
+    return KeyInfo(
+        name=key.name,
+        models=None if key.models is None else frozenset(key.models),
+        protocols=None if key.protocols is None else frozenset(key.protocols),
+        limits=None if key.limits is None else _limits(key.limits),
+    )

@@ -23,6 +23,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    serve.add_argument(
+        "--api-key",
+        metavar="[NAME=]KEY",
+        action="append",
+        default=[],
+        help="require this API key (repeatable); ASGI_LLM_API_KEYS and ASGI_LLM_API_KEYS_FILE keep keys out of `ps`",
+    )
     gpu = serve.add_argument_group("model options (override the first model of --config)")
     gpu.add_argument("--n-ctx", type=int)
     gpu.add_argument("--threads", type=int, dest="n_threads")
@@ -38,7 +45,8 @@ _MODEL_OPTIONS = ("n_ctx", "n_threads", "n_gpu_layers", "main_gpu", "split_mode"
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    settings = Settings.from_file(args.config) if args.config else Settings.from_env()
+    settings = Settings.from_file(args.config).with_env_keys() if args.config else Settings.from_env()
+    settings = settings.with_keys(args.api_key)
     overrides: dict[str, Any] = {name: getattr(args, name) for name in _MODEL_OPTIONS if getattr(args, name) is not None}
     if args.tensor_split:
         overrides["tensor_split"] = tuple(float(x) for x in args.tensor_split.split(","))

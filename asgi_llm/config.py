@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 import importlib.util
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 __all__ = [
+    "ApiKeyConfig",
+    "parse_key_entries",
+    "LimitsConfig",
     "DEFAULT_MODEL_ID",
     "DEFAULT_MODEL_INSTALL",
     "DefaultModelMissing",
@@ -97,6 +102,52 @@ class ModelConfig(BaseModel):
         return (self.id, *self.aliases)
 
 
+class LimitsConfig(BaseModel):
+    """Per-key limits (None = unlimited). Budgets count prompt + completion tokens per UTC day /
+    month / in total, kept in the usage ledger when one is configured."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    requests_per_minute: int | None = Field(default=None, ge=1)
+    tokens_per_minute: int | None = Field(default=None, ge=1)
+    max_concurrent: int | None = Field(default=None, ge=1)
+    tokens_per_day: int | None = Field(default=None, ge=1)
+    tokens_per_month: int | None = Field(default=None, ge=1)
+    tokens_total: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1, description="Default and ceiling of a request's max_tokens.")
+
+
+_KEY_NAME = r"[A-Za-z0-9_.@:-]{1,64}"
+
+
+def parse_key_entries(entries: Iterable[str]) -> list[tuple[str, str]]:
+    """`(name, key)` pairs from `name=key` or bare `key` entries (the environment, a keys file,
+    `--api-key`). A bare key is named `key-` and 8 hex digits of its SHA-256, stable across
+    restarts; base64 padding (`abc==`) stays part of a bare key."""
+    pairs: list[tuple[str, str]] = []
+    for entry in (e.strip() for e in entries):
+        if not entry:
+            continue
+        name, sep, key = entry.partition("=")
+        if sep and key.strip("=") and re.fullmatch(_KEY_NAME, name):
+            pairs.append((name, key))
+        else:
+            pairs.append(("key-" + hashlib.sha256(entry.encode("utf-8")).hexdigest()[:8], entry))
+    return pairs
+
+
+class ApiKeyConfig(BaseModel):
+    """One API key. Logs, usage records and metrics show its `name`, never the key."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=f"^{_KEY_NAME}$")
+    key: SecretStr = Field(min_length=1)
+    models: tuple[str, ...] | None = Field(default=None, description="Models (ids or aliases) it may use; None = all.")
+    protocols: tuple[str, ...] | None = Field(default=None, description="`openai`, `anthropic`, `ollama`; None = all.")
+    limits: LimitsConfig | None = Field(default=None, description="Replaces the settings' default limits for this key.")
+
+
 class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -107,6 +158,14 @@ class Settings(BaseModel):
     state_path: str = Field(default="asgi-llm-state.sqlite3", description="The SQLite file, for state_store = sqlite.")
     state_max_items: int = Field(default=1000, ge=1)
     state_max_age_seconds: int = Field(default=30 * 86400, ge=1)
+    api_keys: tuple[ApiKeyConfig, ...] = Field(default=(), description="With any key (or keys file), routes need one.")
+    api_keys_file: str | None = Field(default=None, description="One `name=key` or bare key per line.")
+    public_paths: tuple[str, ...] = Field(default=("/health",), description="Paths below the mount that need no key.")
+    limits: LimitsConfig = Field(default_factory=LimitsConfig, description="Limits of every key without its own.")
+    usage_ledger: str | None = Field(default=None, description="SQLite file for usage records and token budgets.")
+    usage_jsonl: str | None = Field(default=None, description="Also append each usage record to this JSON Lines file.")
+    usage_log: bool = Field(default=False, description="Also log each usage record (logger `asgi_llm.usage`).")
+    metrics_path: str | None = Field(default="/metrics", description="Prometheus metrics below the mount; None = off.")
 
     @model_validator(mode="after")
     def _unique_names(self) -> Settings:
@@ -116,7 +175,23 @@ class Settings(BaseModel):
                 if name in seen:
                     raise ValueError(f"model name or alias {name!r} is used twice")
                 seen.add(name)
+        key_names = [key.name for key in self.api_keys]
+        if len(key_names) != len(set(key_names)):
+            raise ValueError("API key names must be unique")
         return self
+
+    @property
+    def auth_enabled(self) -> bool:
+        return bool(self.api_keys) or self.api_keys_file is not None
+
+    def all_api_keys(self) -> tuple[ApiKeyConfig, ...]:
+        """`api_keys` and those in `api_keys_file` (read now: one `name=key` or bare key per
+        line; blank lines and `#` comments skipped)."""
+        if self.api_keys_file is None:
+            return self.api_keys
+        lines = Path(self.api_keys_file).read_text(encoding="utf-8").splitlines()
+        entries = (line for line in lines if not line.lstrip().startswith("#"))
+        return (*self.api_keys, *(ApiKeyConfig(name=n, key=SecretStr(k)) for n, k in parse_key_entries(entries)))
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> Settings:
@@ -137,6 +212,7 @@ class Settings(BaseModel):
         """`ASGI_LLM_CONFIG` names a file; `ASGI_LLM_MODEL` and friends override the single-model default."""
         env = os.environ if environ is None else environ
         settings = cls.from_file(env["ASGI_LLM_CONFIG"]) if env.get("ASGI_LLM_CONFIG") else cls()
+        settings = settings.with_env_keys(env)
         overrides: dict[str, Any] = {}
         for key, field_name in _ENV_MODEL_FIELDS.items():
             if env.get(key):
@@ -146,6 +222,20 @@ class Settings(BaseModel):
         first = settings.models[0].model_dump(exclude_unset=False)
         first.update(overrides)
         return settings.model_copy(update={"models": (ModelConfig.model_validate(first), *settings.models[1:])})
+
+    def with_keys(self, entries: Iterable[str]) -> Settings:
+        """These `name=key` or bare-key entries added to `api_keys` (bare keys are named
+        `key-` and 8 hex digits of their SHA-256)."""
+        added = tuple(ApiKeyConfig(name=name, key=SecretStr(key)) for name, key in parse_key_entries(entries))
+        return self.model_copy(update={"api_keys": (*self.api_keys, *added)}) if added else self
+
+    def with_env_keys(self, environ: Mapping[str, str] | None = None) -> Settings:
+        """`ASGI_LLM_API_KEYS` (comma-separated entries) and `ASGI_LLM_API_KEYS_FILE` added."""
+        env = os.environ if environ is None else environ
+        settings = self.with_keys(env.get("ASGI_LLM_API_KEYS", "").split(","))
+        if env.get("ASGI_LLM_API_KEYS_FILE"):
+            settings = settings.model_copy(update={"api_keys_file": env["ASGI_LLM_API_KEYS_FILE"]})
+        return settings
 
 
 _ENV_MODEL_FIELDS = {

@@ -7,6 +7,7 @@ so a client that leaves stops its generation at the next token.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import urllib.parse
 import logging
 import time
@@ -24,12 +25,14 @@ from .adapters.base import (
     InfoContext,
     InfoRoute,
     Meta,
+    Parsed,
     Route,
     StateRoute,
     StateStore,
 )
 from .asgi import ClientGone, Receive, Scope, Send, decode_json, read_body, send_json, send_text, start_stream
-from .core import Engine, GenerationEvent, InternalError, LLMError, RetryLater, Unsupported
+from .core import Engine, GenerationEvent, InternalError, InvalidRequest, LLMError, RetryLater, Unsupported, Usage
+from .middleware.context import MAX_TOKENS, USAGE, Meter, request_state
 from .pool import ModelPool
 
 __all__ = ["Endpoint"]
@@ -93,6 +96,8 @@ class Endpoint:
         await send_json(send, status, body, headers)
 
     async def _dispatch(self, route: Route, params: Mapping[str, str], scope: Scope, receive: Receive, send: Send) -> None:
+        state = request_state(scope)
+        meter: Meter = state.get(USAGE) or Meter()  # the usage and limits layers read it afterwards
         has_body = scope["method"] not in ("GET", "HEAD", "DELETE")
         body = decode_json(await read_body(scope, receive, self._limit)) if has_body else None
         if isinstance(route, (InfoRoute, StateRoute)):
@@ -106,41 +111,47 @@ class Endpoint:
             await (send_text(send, status, reply) if isinstance(reply, str) else send_json(send, status, reply))
             return
         if isinstance(route, EmbedRoute):
-            await self._embed(route, body, receive, send)
+            await self._embed(route, body, meter, receive, send)
         elif isinstance(route, CountRoute):
             parsed = route.parse(body)
             if route.resolve is not None:
                 parsed = await route.resolve(parsed, self._store)
-            async with self._pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, _):
+            async with self._pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
+                meter.serving(model_id)
                 count = await _until_disconnect(receive, lambda: engine.count_tokens(parsed.request))
             await send_json(send, 200, route.render(parsed, count))
         else:
-            await self._generate(route, body, receive, send)
+            await self._generate(route, body, meter, state.get(MAX_TOKENS), receive, send)
 
-    async def _embed(self, route: EmbedRoute, body: Any, receive: Receive, send: Send) -> None:
+    async def _embed(self, route: EmbedRoute, body: Any, meter: Meter, receive: Receive, send: Send) -> None:
         parsed = route.parse(body)
         async with self._pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
             meta = _meta(model_id)
+            meter.serving(model_id)
             if not engine.supports_embeddings:
                 raise Unsupported(f"The model '{model_id}' does not serve embeddings.", param="model")
             result = await _until_disconnect(receive, lambda: engine.embed(parsed.request))
+            meter.usage(Usage(prompt_tokens=result.prompt_tokens, completion_tokens=0))
         await send_json(send, 200, route.render(parsed, meta, result))
 
-    async def _generate(self, route: GenerateRoute[Any], body: Any, receive: Receive, send: Send) -> None:
-        parsed = route.parse(body)
+    async def _generate(
+        self, route: GenerateRoute[Any], body: Any, meter: Meter, cap: int | None, receive: Receive, send: Send
+    ) -> None:
+        parsed = _capped(route.parse(body), cap)
         if route.resolve is not None:
             parsed = await route.resolve(parsed, self._store)
         async with self._pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
             meta = _meta(model_id)
+            meter.serving(model_id)
             if parsed.load_only:
                 await send_json(send, 200, route.render(parsed, meta, []))
             else:
                 events = engine.generate(parsed.request)
                 async with contextlib.aclosing(events):
                     if parsed.stream:
-                        await _until_disconnect(receive, lambda: self._stream(route, parsed, meta, events, send))
+                        await _until_disconnect(receive, lambda: self._stream(route, parsed, meta, events, meter, send))
                     else:
-                        collected = await _until_disconnect(receive, lambda: _collect(events))
+                        collected = await _until_disconnect(receive, lambda: _collect(events, meter))
                         final = route.render(parsed, meta, collected)
                         await self._record(route, parsed, final)  # before the client can ask for it
                         await send_json(send, 200, final)
@@ -155,15 +166,18 @@ class Endpoint:
         parsed: Any,
         meta: Meta,
         events: AsyncGenerator[GenerationEvent, None],
+        meter: Meter,
         send: Send,
     ) -> None:
         """Stream the events; a stream that completes is recorded before its last bytes go out."""
         encoder = route.encoder(parsed, meta)
         first: GenerationEvent = await events.__anext__()  # errors before this point get a status
+        meter.event(first)
         await start_stream(send, encoder.media_type)
         try:
             await send({"type": "http.response.body", "body": encoder.open() + encoder.event(first), "more_body": True})
             async for event in events:
+                meter.event(event)
                 await send({"type": "http.response.body", "body": encoder.event(event), "more_body": True})
             tail = encoder.close()
             final = getattr(encoder, "final", None)
@@ -180,5 +194,20 @@ def _meta(model_id: str) -> Meta:
     return Meta(request_id=uuid.uuid4().hex[:24], created=int(time.time()), model=model_id)
 
 
-async def _collect(events: AsyncGenerator[GenerationEvent, None]) -> list[GenerationEvent]:
-    return [event async for event in events]
+async def _collect(events: AsyncGenerator[GenerationEvent, None], meter: Meter) -> list[GenerationEvent]:
+    collected: list[GenerationEvent] = []
+    async for event in events:
+        meter.event(event)
+        collected.append(event)
+    return collected
+
+
+def _capped(parsed: Parsed[Any], cap: int | None) -> Parsed[Any]:
+    """A per-key `max_tokens` cap: the default for requests naming none, a 400 above it."""
+    sampling = parsed.request.sampling
+    if cap is None or (sampling.max_tokens is not None and sampling.max_tokens <= cap):
+        return parsed
+    if sampling.max_tokens is not None:
+        raise InvalidRequest(f"'max_tokens' is {sampling.max_tokens}, more than this API key's limit of {cap}.", param="max_tokens")
+    request = dataclasses.replace(parsed.request, sampling=dataclasses.replace(sampling, max_tokens=cap))
+    return dataclasses.replace(parsed, request=request)

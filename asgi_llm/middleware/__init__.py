@@ -1,1 +1,44 @@
-"""Placeholder."""
+"""Pure ASGI middleware, one concern each: auth, usage accounting, limits, metrics.
+
+Each layer works around any ASGI app; `LLMApp` composes them from its settings (or takes
+its own list) and classifies every request first, so the layers answer in the calling
+protocol's error envelope.
+"""
+
+from .auth import AuthMiddleware
+from .context import KEY, KEY_INFO, MAX_TOKENS, REQUEST, USAGE, Classify, Meter, RequestInfo
+from .keys import KeyStore, Verifier
+from .ledger import Ledger
+from .limits import BudgetStore, Limiter, LimitsMiddleware, MemoryBudgets
+from .metrics import Metrics, MetricsMiddleware
+from .policy import KeyInfo, Limits
+from .sinks import JSONLinesSink, LoggingSink
+from .usage import Sink, UsageMiddleware, UsageRecord
+
+__all__ = [
+    "KEY",
+    "KEY_INFO",
+    "MAX_TOKENS",
+    "REQUEST",
+    "USAGE",
+    "AuthMiddleware",
+    "BudgetStore",
+    "Classify",
+    "JSONLinesSink",
+    "KeyInfo",
+    "KeyStore",
+    "Ledger",
+    "Limiter",
+    "Limits",
+    "LimitsMiddleware",
+    "LoggingSink",
+    "MemoryBudgets",
+    "Meter",
+    "Metrics",
+    "MetricsMiddleware",
+    "RequestInfo",
+    "Sink",
+    "UsageMiddleware",
+    "UsageRecord",
+    "Verifier",
+]

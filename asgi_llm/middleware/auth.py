@@ -1,0 +1,120 @@
+"""API-key authentication: every route is protected unless named public.
+
+Keys arrive as `Authorization: Bearer KEY` (OpenAI, Ollama clients) or `x-api-key: KEY`
+(Anthropic clients). A missing or unknown key is a 401, a key used outside its protocol or
+model allow-list a 403, each in the calling protocol's error envelope. The key's *name* (never
+the key) goes into `scope["state"]["asgi_llm.key"]` for the layers inside.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+from typing import Any
+
+from asgi_llm.asgi import ASGIApp, Receive, Scope, Send, header
+from asgi_llm.core import Forbidden, InternalError, LLMError, PayloadTooLarge, Unauthorized
+
+from .body import peek_json
+from .context import KEY, KEY_INFO, Classify, RequestInfo, request_info, request_state, send_error
+from .keys import Verifier
+from .policy import KeyInfo
+
+__all__ = ["AuthMiddleware", "presented_key"]
+
+log = logging.getLogger("asgi_llm.auth")
+
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+_MISSING = "Missing API key: send it as 'Authorization: Bearer KEY' or 'x-api-key: KEY'."
+_INVALID = "Invalid API key."
+
+
+def presented_key(scope: Scope) -> str | None:
+    """The key from `Authorization: Bearer` or, failing that, `x-api-key`."""
+    authorization = header(scope, b"authorization")
+    if authorization is not None:
+        scheme, _, credentials = authorization.strip().partition(" ")
+        if scheme.lower() == "bearer" and credentials.strip():
+            return credentials.strip()
+    api_key = (header(scope, b"x-api-key") or "").strip()
+    return api_key or None
+
+
+class AuthMiddleware:
+    """`AuthMiddleware(app, verify=KeyStore(...))`; `public` are paths below the mount that
+    need no key; `classify` tells a layer outside an `LLMApp` its protocol (`llm.classify`)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        verify: Verifier,
+        public: Collection[str] = ("/health",),
+        classify: Classify | None = None,
+        max_body_bytes: int = 8 * 1024 * 1024,
+    ) -> None:
+        self.app = app
+        self._verify = verify
+        self._public = frozenset("/" + p.strip("/") for p in public)
+        self._classify = classify
+        self._limit = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        info = request_info(scope, self._classify)
+        if info.path in self._public:
+            await self.app(scope, receive, send)
+            return
+        try:
+            identity = await self._identify(scope, info)
+        except LLMError as error:
+            await _refuse(scope, send, info, error)
+            return
+        state = request_state(scope)
+        state[KEY], state[KEY_INFO] = identity.name, identity
+        if identity.models is not None and scope["type"] == "http" and scope["method"] in _BODY_METHODS:
+            body, too_large, receive = await peek_json(receive, self._limit)
+            refusal = _model_refusal(identity, info, body, too_large)
+            if refusal is not None:
+                await _refuse(scope, send, info, refusal)
+                return
+        await self.app(scope, receive, send)
+
+    async def _identify(self, scope: Scope, info: RequestInfo) -> KeyInfo:
+        key = presented_key(scope)
+        if key is None:
+            raise Unauthorized(_MISSING)
+        try:
+            identity = await self._verify(key)
+        except LLMError:
+            raise
+        except Exception as exc:  # the host's verifier; its message might hold the key
+            log.error("the API key verifier raised %s", type(exc).__name__)
+            raise InternalError("The server could not check the API key.") from None
+        if identity is None:
+            raise Unauthorized(_INVALID)
+        if identity.protocols is not None and info.protocol not in identity.protocols:
+            raise Forbidden(f"This API key may not use the {info.protocol} API.")
+        return identity
+
+
+def _model_refusal(identity: KeyInfo, info: RequestInfo, body: Any, too_large: bool) -> LLMError | None:
+    if too_large:
+        return PayloadTooLarge("The request body is too large to check which model it asks for.")
+    requested = body.get("model", body.get("name")) if isinstance(body, dict) else None
+    if not isinstance(requested, str):
+        return None  # no model named: the app answers (or refuses) it as usual
+    allowed = identity.models or frozenset()
+    canonical = info.resolve_model(requested)
+    if requested in allowed or (canonical is not None and canonical in {info.resolve_model(m) for m in allowed}):
+        return None
+    return Forbidden(f"This API key may not use the model '{requested[:200]}'.", param="model")
+
+
+async def _refuse(scope: Scope, send: Send, info: RequestInfo, error: LLMError) -> None:
+    if scope["type"] == "websocket":
+        await send({"type": "websocket.close", "code": 1008})
+    else:
+        await send_error(send, info, error)

@@ -1,0 +1,39 @@
+"""Who a key belongs to and what it may do: the identity the auth layer hands to the next layers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+__all__ = ["KeyInfo", "Limits"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-key limits; None means unlimited. Budgets are tokens (prompt + completion) per UTC
+    day, per UTC month, and in total; they count real usage after each request."""
+
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+    max_concurrent: int | None = None
+    tokens_per_day: int | None = None
+    tokens_per_month: int | None = None
+    tokens_total: int | None = None
+    max_tokens: int | None = None
+    """Generated tokens per request: the default when a request names none, a 400 above it."""
+
+    @property
+    def unlimited(self) -> bool:
+        return all(getattr(self, f.name) is None for f in fields(self))
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    """An authenticated caller. `name` is what logs, records and metrics show — never the key.
+
+    `models` and `protocols` are allow-lists (None = all); `limits` replaces the default limits.
+    """
+
+    name: str
+    models: frozenset[str] | None = None
+    protocols: frozenset[str] | None = None
+    limits: Limits | None = None
