@@ -22,6 +22,7 @@ from ...app import LLMApp
 from ...asgi import ASGIApp, Receive, Scope, Send
 from .._protocols import DEFAULT_ADAPTERS, OLLAMA, ollama_root_paths
 from .conf import read_options
+from .keys import database_key
 
 __all__ = ["LLMDispatcher", "get_asgi_application"]
 
@@ -85,7 +86,8 @@ class LLMDispatcher:
     def _mounted(self) -> _Mounts:
         if self._mounts is None:
             options = read_options()
-            api = self._llm if self._llm is not None else LLMApp(options.settings, adapters=DEFAULT_ADAPTERS)
+            verify = database_key if options.database_keys else None
+            api = self._llm or LLMApp(options.settings, adapters=DEFAULT_ADAPTERS, verify=verify)
             ollama = api.sibling(OLLAMA, health_path=None) if options.ollama_at_root else None
             self._mounts = _Mounts(options.prefix, api, ollama, frozenset(ollama_root_paths()))
         return self._mounts

@@ -24,7 +24,7 @@ from ...config import Settings
 __all__ = ["DEFAULT_PREFIX", "InvalidSetting", "Options", "parse_options", "prefix_problem", "read_options"]
 
 DEFAULT_PREFIX = "/v1"
-_OWN_KEYS = ("PREFIX", "OLLAMA_AT_ROOT", "API_KEYS")
+_OWN_KEYS = ("PREFIX", "OLLAMA_AT_ROOT", "API_KEYS", "DATABASE_KEYS")
 
 
 class InvalidSetting(ImproperlyConfigured):
@@ -41,6 +41,7 @@ class Options:
     prefix: str = DEFAULT_PREFIX
     ollama_at_root: bool = False
     api_keys: tuple[str, ...] = ()
+    database_keys: bool = False  # also accept keys made with create_llm_key (the APIKey model)
 
 
 def prefix_problem(prefix: object) -> str | None:
@@ -74,7 +75,13 @@ def parse_options(raw: Any) -> Options:
     except ValidationError as exc:
         where = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'ASGI_LLM'}: {e['msg']}" for e in exc.errors())
         raise InvalidSetting(f"not valid asgi_llm Settings ({where}).") from None
-    return Options(settings, prefix.rstrip("/"), bool(own.get("OLLAMA_AT_ROOT", False)), tuple(keys))
+    return Options(
+        settings.with_keys(keys),
+        prefix.rstrip("/"),
+        bool(own.get("OLLAMA_AT_ROOT", False)),
+        tuple(keys),
+        bool(own.get("DATABASE_KEYS", False)),
+    )
 
 
 def read_options() -> Options:

@@ -12,6 +12,8 @@ import secrets
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from ...middleware import KeyInfo
+
 __all__ = ["KEY_PREFIX", "KeyExists", "create_key", "hash_key", "revoke_key", "verify_key"]
 
 KEY_PREFIX = "sk-llm-"
@@ -43,6 +45,12 @@ def revoke_key(name: str) -> bool:
     from .models import APIKey
 
     return APIKey.objects.filter(name=name, revoked__isnull=True).update(revoked=timezone.now()) > 0
+
+
+async def database_key(key: str) -> KeyInfo | None:
+    """A verifier for `LLMApp(verify=...)`: keys in force in the APIKey table, named by their name."""
+    name = await verify_key(key)
+    return KeyInfo(name) if name is not None else None
 
 
 async def verify_key(key: str) -> str | None:

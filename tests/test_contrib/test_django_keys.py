@@ -74,3 +74,25 @@ def test_the_admin_lists_and_revokes_keys_but_does_not_add_them() -> None:
 
 def test_the_migrations_match_the_models() -> None:
     command("makemigrations", "asgi_llm", "--check", "--dry-run")
+
+
+@pytest.mark.anyio
+async def test_the_api_accepts_a_database_key_and_refuses_it_once_revoked() -> None:
+    import httpx
+    from django.test import override_settings
+
+    from asgi_llm.contrib.django import get_asgi_application
+
+    key = await sync(command, "create_llm_key", "served")
+    with override_settings(ASGI_LLM={"DATABASE_KEYS": True, "API_KEYS": ["ops=sk-config-key"]}):
+        app = get_asgi_application()
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+            assert (await http.get("/v1/models")).status_code == 401
+            ok = await http.get("/v1/models", headers={"authorization": f"Bearer {key}"})
+            assert ok.status_code == 200 and ok.json()["object"] == "list"
+            assert (await http.get("/v1/models", headers={"x-api-key": "sk-config-key"})).status_code == 200
+            await sync(command, "revoke_llm_key", "served")
+            refused = await http.get("/v1/models", headers={"authorization": f"Bearer {key}"})
+            assert refused.status_code == 401 and refused.json()["error"]["code"] == "invalid_api_key"
+        await app.llm.pool.stop()
