@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -18,6 +19,7 @@ from asgi_llm.core import (
     GenerationEvent,
     InvalidRequest,
     Message,
+    OutputFormat,
     SamplingParams,
     ToolCall,
     ToolChoice,
@@ -27,6 +29,7 @@ from asgi_llm.core import (
 
 from .anthropic_stream import MessageStream, fold_message
 from .base import CountRoute, GenerateRoute, Meta, Parsed, Route, validate
+from .json_output import json_schema
 
 __all__ = [
     "ROUTES",
@@ -78,6 +81,15 @@ class WireThinking(_Wire):
     budget_tokens: Annotated[int, Field(ge=1024)] | None = None
 
 
+class WireOutputFormat(_Wire):
+    type: Literal["json_schema"]
+    schema_: dict[str, Any] = Field(alias="schema")
+
+
+class WireOutputConfig(_Wire):
+    format: WireOutputFormat | None = None
+
+
 class WireMetadata(_Wire):
     user_id: str | None = None
 
@@ -91,6 +103,8 @@ class CountBody(_Wire):
     tools: list[WireTool] | None = None
     tool_choice: WireToolChoice | None = None
     thinking: WireThinking | None = None
+    output_config: WireOutputConfig | None = None
+    output_format: WireOutputFormat | None = None  # the structured-outputs beta's spelling
 
 
 class MessagesBody(CountBody):
@@ -140,7 +154,7 @@ def _request(wire: CountBody, sampling: SamplingParams, user: str | None) -> Cha
     return ChatRequest(
         model=wire.model,
         messages=(*_system(wire.system), *turns),
-        sampling=sampling,
+        sampling=replace(sampling, output_format=_output_format(wire)),
         user=user,
         tools=tools,
         tool_choice=choice,
@@ -151,13 +165,19 @@ def _request(wire: CountBody, sampling: SamplingParams, user: str | None) -> Cha
 def _refuse_unsupported(wire: CountBody) -> None:
     """Never ignore what a client relies on: say it is unsupported, naming the param."""
     extra = wire.model_extra or {}
-    if extra.get("output_format") is not None:
-        raise Unsupported("Structured outputs are not supported by this server yet.", param="output_format")
-    config = extra.get("output_config")
-    if isinstance(config, dict) and config.get("format") is not None:
-        raise Unsupported("Structured outputs are not supported by this server yet.", param="output_config.format")
     if extra.get("mcp_servers"):
         raise Unsupported("MCP servers are not supported by this server.", param="mcp_servers")
+
+
+def _output_format(wire: CountBody) -> OutputFormat | None:
+    """JSON output under a schema: `output_config.format`, or the beta's `output_format`."""
+    if wire.output_config is not None and wire.output_config.format is not None:
+        if wire.output_format is not None:
+            raise InvalidRequest("Give 'output_config.format' or 'output_format', not both.", param="output_format")
+        return json_schema(wire.output_config.format.schema_, "output_config.format.schema")
+    if wire.output_format is not None:
+        return json_schema(wire.output_format.schema_, "output_format.schema")
+    return None
 
 
 def _check_thinking(thinking: WireThinking | None, max_tokens: int | None) -> None:

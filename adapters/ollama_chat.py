@@ -18,7 +18,6 @@ from .ollama_common import (
     Wire,
     keep_alive_seconds,
     model_name,
-    refuse_format,
     sampling,
 )
 from .ollama_stream import Delta, NdjsonStream, render_reply
@@ -63,11 +62,10 @@ class ChatBody(GenerateFields):
 
 def parse(body: Any) -> Parsed[ChatRequest]:
     wire = validate(ChatBody, body)
-    refuse_format(wire.format)
     request = ChatRequest(
         model=model_name(wire.model),
         messages=_messages(wire.messages or []),
-        sampling=sampling(wire.options, logprobs=wire.logprobs, top_logprobs=wire.top_logprobs),
+        sampling=sampling(wire.options, logprobs=wire.logprobs, top_logprobs=wire.top_logprobs, fmt=wire.format),
         tools=tuple(ToolSpec(t.function.name, t.function.description, t.function.parameters or {}) for t in wire.tools or ()),
     )
     # No messages is Ollama's "load the model" call (with `keep_alive: 0`, "unload" it).

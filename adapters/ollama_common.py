@@ -10,9 +10,10 @@ from typing import Annotated, Any, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from asgi_llm.core import FinishReason, InvalidRequest, LLMError, SamplingParams, Unsupported
+from asgi_llm.core import FinishReason, InvalidRequest, LLMError, OutputFormat, SamplingParams
 
 from .base import Meta, Reply
+from .json_output import json_object, json_schema
 
 __all__ = [
     "Wire",
@@ -24,7 +25,7 @@ __all__ = [
     "model_name",
     "rfc3339",
     "sampling",
-    "refuse_format",
+    "output_format",
     "keep_alive_seconds",
     "estimated_durations",
     "done_reason",
@@ -100,7 +101,13 @@ def rfc3339(seconds: float) -> str:
 _DEFAULTS = SamplingParams(temperature=0.8, top_k=40, top_p=0.9, repeat_penalty=1.1)
 
 
-def sampling(options: WireOptions | None, *, logprobs: bool | None, top_logprobs: int | None) -> SamplingParams:
+def sampling(
+    options: WireOptions | None,
+    *,
+    logprobs: bool | None,
+    top_logprobs: int | None,
+    fmt: str | dict[str, Any] | None = None,
+) -> SamplingParams:
     if top_logprobs and not logprobs:
         raise InvalidRequest("'top_logprobs' requires 'logprobs' to be true.", param="top_logprobs")
     o = options or WireOptions()
@@ -119,13 +126,19 @@ def sampling(options: WireOptions | None, *, logprobs: bool | None, top_logprobs
         repeat_penalty=_DEFAULTS.repeat_penalty if o.repeat_penalty is None else o.repeat_penalty,
         logprobs=bool(logprobs),
         top_logprobs=(top_logprobs or 0) if logprobs else 0,
+        output_format=output_format(fmt),
     )
 
 
-def refuse_format(fmt: str | dict[str, Any] | None) -> None:
-    """`"json"` and JSON-schema formats constrain decoding; we cannot yet, so say so rather than ignore it."""
-    if fmt:
-        raise Unsupported("Structured output ('format') is not supported by this server yet.", param="format")
+def output_format(fmt: str | dict[str, Any] | None) -> OutputFormat | None:
+    """`"json"` (any JSON object, as Ollama's own grammar has it) or a JSON schema; empty means none."""
+    if not fmt:
+        return None
+    if fmt == "json":
+        return json_object("format")
+    if isinstance(fmt, str):
+        raise InvalidRequest(f'Invalid format {fmt!r}: use "json" or a JSON schema object.', param="format")
+    return json_schema(fmt, "format")
 
 
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")

@@ -9,7 +9,7 @@ from typing import Any
 from asgi_llm.core import ChatRequest, CompletionRequest, GenerationEvent, GenerationRequest, Message, Unsupported
 
 from .base import GenerateRoute, Meta, Parsed, validate
-from .ollama_common import Clock, GenerateFields, keep_alive_seconds, model_name, refuse_format, sampling
+from .ollama_common import Clock, GenerateFields, keep_alive_seconds, model_name, sampling
 from .ollama_stream import Delta, NdjsonStream, render_reply
 
 __all__ = ["parse", "render", "fields", "GenerateStream", "ROUTE"]
@@ -28,7 +28,7 @@ class GenerateBody(GenerateFields):
 def parse(body: Any) -> Parsed[GenerationRequest]:
     wire = validate(GenerateBody, body)
     _refuse_unsupported(wire)
-    params = sampling(wire.options, logprobs=wire.logprobs, top_logprobs=wire.top_logprobs)
+    params = sampling(wire.options, logprobs=wire.logprobs, top_logprobs=wire.top_logprobs, fmt=wire.format)
     model = model_name(wire.model)
     keep_alive = keep_alive_seconds(wire.keep_alive)
     request: GenerationRequest
@@ -45,7 +45,6 @@ def parse(body: Any) -> Parsed[GenerationRequest]:
 
 def _refuse_unsupported(wire: GenerateBody) -> None:
     """Never ignore what a client relies on: say it is unsupported, naming the param."""
-    refuse_format(wire.format)
     if wire.images:
         raise Unsupported("Images are not supported; this model reads text only.", param="images")
     if wire.suffix:

@@ -15,6 +15,7 @@ from asgi_llm.core import (
     InvalidRequest,
     LLMError,
     Message,
+    OutputFormat,
     ReasoningDelta,
     ToolCall,
     ToolCallDelta,
@@ -29,6 +30,7 @@ from asgi_llm.core import (
 )
 
 from .base import GenerateRoute, Meta, Parsed, validate
+from .json_output import json_object, json_schema
 from .openai_common import SSE_DONE, chat_logprobs, render_error, sse, stop_list, usage_dict
 
 __all__ = ["parse", "render", "ChatStream", "ROUTE"]
@@ -83,6 +85,18 @@ class NamedToolChoice(_Wire):
     function: NamedFunction
 
 
+class JsonSchemaSpec(_Wire):
+    name: Annotated[str, Field(min_length=1, max_length=64)]
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(_Wire):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaSpec | None = None
+
+
 class StreamOptions(_Wire):
     include_usage: bool = False
 
@@ -108,6 +122,7 @@ class ChatBody(_Wire):
     tools: list[WireTool] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None
+    response_format: ResponseFormat | None = None
     # llama.cpp-style extras many clients send
     top_k: Annotated[int, Field(ge=0)] | None = None
     min_p: Annotated[float, Field(ge=0, le=1)] | None = None
@@ -138,6 +153,7 @@ def parse(body: Any) -> Parsed[ChatRequest]:
         logit_bias=logit_bias(wire.logit_bias),
         logprobs=bool(wire.logprobs),
         top_logprobs=wire.top_logprobs or 0,
+        output_format=_output_format(wire.response_format),
     )
     request = ChatRequest(
         model=wire.model,
@@ -175,12 +191,23 @@ def _tool_choice(wire: ChatBody) -> ToolChoice:
     return choice or "auto"
 
 
+def _output_format(fmt: ResponseFormat | None) -> OutputFormat | None:
+    if fmt is None or fmt.type == "text":
+        return None
+    if fmt.type == "json_object":
+        return json_object("response_format")
+    spec = fmt.json_schema
+    if spec is None:
+        param = "response_format.json_schema"
+        raise InvalidRequest(f"Missing required parameter: '{param}'.", param=param)
+    if spec.schema_ is None:  # no schema: any JSON object
+        return json_object("response_format.json_schema")
+    return json_schema(spec.schema_, "response_format.json_schema.schema", name=spec.name, strict=spec.strict)
+
+
 def _refuse_unsupported(wire: ChatBody) -> None:
     """Never ignore what a client relies on: say it is unsupported, naming the param."""
     extra = wire.model_extra or {}
-    fmt = extra.get("response_format")
-    if fmt is not None and not (isinstance(fmt, dict) and fmt.get("type") == "text"):
-        raise Unsupported("Only response_format type 'text' is supported yet.", param="response_format")
     if extra.get("audio") or extra.get("modalities") not in (None, ["text"]):
         raise Unsupported("Only text output is supported.", param="modalities")
 

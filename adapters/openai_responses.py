@@ -18,6 +18,7 @@ from asgi_llm.core import (
     GenerationEvent,
     InvalidRequest,
     LLMError,
+    OutputFormat,
     SamplingParams,
     ToolChoice,
     ToolSpec,
@@ -25,6 +26,7 @@ from asgi_llm.core import (
 )
 
 from .base import CountRoute, GenerateRoute, InfoContext, Meta, Parsed, Reply, StateRoute, StateStore, validate
+from .json_output import json_object, json_schema
 from .openai_responses_input import Item, messages, normalize_input, validate_at
 from .openai_responses_output import Output, ResponsesStream, finished
 
@@ -61,7 +63,11 @@ class _Wire(BaseModel):
 
 
 class _TextFormat(_Wire):
-    type: str
+    type: Literal["text", "json_object", "json_schema"]
+    name: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
 
 
 class _TextParam(_Wire):
@@ -150,6 +156,7 @@ def _parse(wire: _Body, model: str) -> Parsed[ChatRequest]:
         top_p=1.0 if wire.top_p is None else wire.top_p,
         logprobs=_LOGPROBS in include or bool(wire.top_logprobs),
         top_logprobs=wire.top_logprobs or 0,
+        output_format=_output_format(wire.text.format if wire.text else None),
     )
     request = ChatRequest(
         model=model,
@@ -167,10 +174,28 @@ def _parse(wire: _Body, model: str) -> Parsed[ChatRequest]:
     return Parsed(request, stream=bool(wire.stream), options=options)
 
 
+def _output_format(fmt: _TextFormat | None) -> OutputFormat | None:
+    if fmt is None or fmt.type == "text":
+        return None
+    if fmt.type == "json_object":
+        return json_object("text.format")
+    for field in ("name", "schema_"):
+        if getattr(fmt, field) is None:
+            param = f"text.format.{field.rstrip('_')}"
+            raise InvalidRequest(f"Missing required parameter: '{param}'.", param=param)
+    return json_schema(fmt.schema_, "text.format.schema", name=fmt.name, strict=fmt.strict)
+
+
+def _format_echo(fmt: _TextFormat | None) -> dict[str, Any]:
+    """`text.format` as the response object reports it."""
+    if fmt is None or fmt.type != "json_schema":
+        return {"type": fmt.type if fmt else "text"}
+    echo = {"type": "json_schema", "name": fmt.name, "schema": fmt.schema_, "strict": fmt.strict}
+    return echo if fmt.description is None else {**echo, "description": fmt.description}
+
+
 def _refuse_unsupported(wire: _Body) -> None:
     """Never ignore what a client relies on: say it is unsupported, naming the param."""
-    if wire.text is not None and wire.text.format is not None and wire.text.format.type != "text":
-        raise Unsupported("Only text format 'text' is supported yet.", param="text.format")
     if wire.truncation == "auto":
         raise Unsupported("Automatic truncation is not supported; the input must fit the context.", param="truncation")
     extra = wire.model_extra or {}
@@ -219,7 +244,7 @@ def _tool_choice(raw: str | dict[str, Any] | None, names: set[str]) -> ToolChoic
 def _echo(wire: _Body, tools: list[dict[str, Any]], sampling: SamplingParams) -> dict[str, Any]:
     """The request's settings as the response object reports them (defaults filled in)."""
     reasoning = wire.reasoning or _ReasoningParam()
-    text: dict[str, Any] = {"format": {"type": "text"}}
+    text: dict[str, Any] = {"format": _format_echo(wire.text.format if wire.text else None)}
     if wire.text is not None and wire.text.verbosity is not None:
         text["verbosity"] = wire.text.verbosity
     choice = wire.tool_choice

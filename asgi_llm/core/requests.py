@@ -11,6 +11,7 @@ __all__ = [
     "ToolCall",
     "ToolSpec",
     "ToolChoice",
+    "OutputFormat",
     "Message",
     "SamplingParams",
     "ChatRequest",
@@ -59,6 +60,22 @@ class Message:
 
 
 @dataclass(frozen=True)
+class OutputFormat:
+    """The output must be one JSON document: any object (`json_object`), or one valid under `schema`.
+
+    `schema` is a JSON Schema (checked with `jsonschema` when parsed); `param` is the request
+    field it came from, so an engine that cannot enforce it can say where the problem is.
+    `name` and `strict` are kept as the client sent them; an engine enforces the schema either way.
+    """
+
+    kind: Literal["json_object", "json_schema"]
+    param: str
+    schema: Mapping[str, Any] = field(default_factory=dict)
+    name: str | None = None
+    strict: bool = False
+
+
+@dataclass(frozen=True)
 class SamplingParams:
     """Decoding controls; defaults follow OpenAI's documented defaults."""
 
@@ -75,6 +92,7 @@ class SamplingParams:
     logit_bias: tuple[tuple[int, float], ...] = ()
     logprobs: bool = False
     top_logprobs: int = 0
+    output_format: OutputFormat | None = None
 
 
 @dataclass(frozen=True)

@@ -6,20 +6,23 @@ Every call into llama.cpp runs on the pool's inference thread (`InferenceThread`
 from __future__ import annotations
 
 import codecs
-import ctypes
 import contextlib
+import ctypes
+import json
 import logging
 import math
 import random
+import weakref
 from collections.abc import AsyncGenerator, Generator, Sequence
 from typing import Any
 
 import llama_cpp
 import numpy as np
 from llama_cpp import _internals
+from llama_cpp.llama_grammar import json_schema_to_gbnf
 
 from ..config import ModelConfig
-from ..core.errors import ContextOverflow, InvalidRequest, ModelNotReady, Overloaded, Unsupported
+from ..core.errors import ContextOverflow, InternalError, InvalidRequest, ModelNotReady, Overloaded, Unsupported
 from ..core.events import (
     Embedding,
     EmbeddingResult,
@@ -31,10 +34,14 @@ from ..core.events import (
     TopLogprob,
     Usage,
 )
-from ..core.requests import ChatRequest, CompletionRequest, EmbeddingRequest, GenerationRequest, SamplingParams
+from ..core.requests import ChatRequest, EmbeddingRequest, GenerationRequest, SamplingParams
 from .chat_template import CHATML, ChatTemplate
+from .constraints import LazyCalls, constraint_for, offers_tools
+from .grammar import Schema, harden
 from .inference_thread import InferenceThread
 from .stops import StopMatcher
+from .tool_calls import with_tools_note
+from .tool_detect import MARKERS, CallDetector, trigger_grammar
 
 __all__ = ["LlamaCppEngine", "backend_info"]
 
@@ -44,7 +51,17 @@ _SPLIT_MODES = {"none": 0, "layer": 1, "row": 2}
 _POOLING = {"mean": 1, "cls": 2, "last": 3}
 _GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
 _PENALTY_WINDOW = 64
+_TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])  # llama_token_data
 internals: Any = _internals  # untyped; only its sampler chain is used
+
+
+def _gbnf(schema: Schema, param: str) -> str:
+    """llama.cpp's own JSON-schema converter, on a schema `grammar.enforceable` has rewritten."""
+    try:
+        return harden(json_schema_to_gbnf(json.dumps(schema)))
+    except Exception:  # it asserts on what it cannot express; `enforceable` should have said so first
+        log.warning("the grammar converter failed on a checked schema for %s", param, exc_info=True)
+        raise Unsupported(f"The schema in '{param}' cannot be enforced while decoding.", param=param) from None
 
 
 def backend_info() -> dict[str, Any]:
@@ -66,9 +83,12 @@ class LlamaCppEngine:
         self._llm: Any = None
         self._embedder: Any = None
         self._template: ChatTemplate | None = None
+        self._template_has_tools = False  # whether the chat template renders the tools it is given
         self._pending = 0
         self.decoded_tokens = 0  # tokens sampled since load; read by metrics and tests
         self._piece_buffer = ctypes.create_string_buffer(64)
+        self._candidates: Any = None  # every token's logit, for samplers run by hand (on the inference thread only)
+        self._marker_tokens: dict[int, bytes] = {}  # tool-call markers that are control tokens, by id
 
     @property
     def supports_embeddings(self) -> bool:
@@ -128,6 +148,7 @@ class LlamaCppEngine:
         cfg = self.config
         self._llm = llama_cpp.Llama(model_path=cfg.resolved_path(), **self._load_options())
         self._template = self._chat_template()
+        self._marker_tokens = self._control_markers()
         self._llm.eval([self._llm.token_bos()])  # warm-up: first request pays no allocation
         self._llm.reset()
         log.info("loaded %s: %s", cfg.id, self.describe())
@@ -165,9 +186,20 @@ class LlamaCppEngine:
             )
         return options
 
+    def _control_markers(self) -> dict[int, bytes]:
+        """Tool-call markers this vocabulary has as single control tokens (Llama 3's `<|python_tag|>`,
+        Mistral's `[TOOL_CALLS]`): their pieces are empty in plain text, so calls watch for their ids."""
+        found = {}
+        for marker in MARKERS:
+            ids = list(self._llm.tokenize(marker.encode("utf-8"), add_bos=False, special=True))
+            if len(ids) == 1 and not self._piece(ids[0]):
+                found[ids[0]] = marker.encode("utf-8")
+        return found
+
     def _chat_template(self) -> ChatTemplate:
         llm = self._llm
         source = self.config.chat_template or llm.metadata.get("tokenizer.chat_template") or CHATML
+        self._template_has_tools = "tools" in source
         model = llm._model
         return ChatTemplate(
             source,
@@ -185,7 +217,10 @@ class LlamaCppEngine:
         """Each prompt's tokens, and the text to echo before its output (completions only)."""
         if isinstance(request, ChatRequest):
             assert self._template is not None
-            text = self._template.render(request.messages, tools=request.tools)
+            messages = request.messages
+            if offers_tools(request) and not self._template_has_tools:
+                messages = with_tools_note(messages, request.tools)
+            text = self._template.render(messages, tools=request.tools)
             return [(self._tokenize(text, add_bos=not text.startswith(self._template.bos_token or "\0")), None)]
         prompts = []
         for i, prompt in enumerate(request.prompts):
@@ -210,8 +245,9 @@ class LlamaCppEngine:
 
     def _generation(self, request: GenerationRequest) -> Generator[GenerationEvent | None, None, None]:
         """All choices of one request, one after another. `None` items are yield points."""
-        if isinstance(request, ChatRequest) and request.tools and request.tool_choice not in ("auto", "none"):
-            raise Unsupported("Forcing a tool call is not supported by this server yet.", param="tool_choice")
+        constraint = constraint_for(request)
+        grammar = self._grammar(constraint.schema, constraint.param) if constraint.schema is not None else None
+        lazy = self._lazy(constraint.lazy) if constraint.lazy is not None else None
         prompts = self._prompts(request)
         for tokens, _ in prompts:
             self._check_fits(tokens, request)
@@ -220,7 +256,28 @@ class LlamaCppEngine:
                 index = p * request.n + j
                 if echo:
                     yield TextDelta(echo, index=index)
-                yield from self._decode(tokens, request.sampling, index, count_prompt=j == 0)
+                sampling = _Sampling(self, constraint.sampling, index, grammar, lazy)
+                events = self._decode(tokens, constraint.sampling, index, count_prompt=j == 0, sampling=sampling)
+                yield from constraint.wrap(events)
+
+    def _lazy(self, calls: LazyCalls) -> tuple[LazyCalls, str | None]:
+        """`auto` calls, with the grammar of one call if decoding can hold calls to it."""
+        if calls.schema is None:
+            return calls, None
+        try:
+            return calls, self._grammar(calls.schema, "tools")
+        except Unsupported:
+            return calls, None
+
+    def _grammar(self, schema: Schema, param: str) -> str:
+        """The grammar for `schema`, once parsed by llama.cpp here so a failure is a 400, not a crash later."""
+        gbnf = _gbnf(schema, param)
+        sampler = llama_cpp.llama_sampler_init_grammar(self._llm._model.vocab, gbnf.encode("utf-8"), b"root")
+        if not sampler:
+            log.warning("llama.cpp rejected the grammar built for %s", param)
+            raise Unsupported(f"The schema in '{param}' cannot be enforced while decoding.", param=param)
+        llama_cpp.llama_sampler_free(sampler)
+        return gbnf
 
     def _check_fits(self, tokens: list[int], request: GenerationRequest) -> None:
         if not tokens:
@@ -235,11 +292,17 @@ class LlamaCppEngine:
             )
 
     def _decode(
-        self, prompt: list[int], params: SamplingParams, index: int, *, count_prompt: bool
+        self,
+        prompt: list[int],
+        params: SamplingParams,
+        index: int,
+        *,
+        count_prompt: bool,
+        sampling: _Sampling | None = None,
     ) -> Generator[GenerationEvent | None, None, None]:
         llm = self._llm
         cached = yield from self._ingest(prompt)
-        sampler = self._sampler(params, index)
+        sampler = sampling or _Sampling(self, params, index)
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         stops = StopMatcher(params.stop)
         limit = params.max_tokens if params.max_tokens is not None else self.context_length - len(prompt)
@@ -248,16 +311,18 @@ class LlamaCppEngine:
         reason: FinishReason = "length"
         vocab = llm._model.vocab
         while produced < limit and llm.n_tokens < self.context_length:
-            token = sampler.sample(llm._ctx, -1)
+            token = sampler.sample()
             if llama_cpp.llama_vocab_is_eog(vocab, token):
                 reason = "stop"
                 break
             produced += 1
             self.decoded_tokens += 1
-            piece = self._piece(token)
+            piece = sampler.piece(token)
             if params.logprobs:
                 pending.append(self._logprob(token, piece, params.top_logprobs))
-            text = stops.feed(decoder.decode(piece))
+            text = decoder.decode(piece)
+            sampler.saw(text)
+            text = stops.feed(text)
             if stops.matched is not None:
                 reason = "stop"
                 if text or pending:
@@ -324,6 +389,57 @@ class LlamaCppEngine:
         chain.add_dist(seed & 0xFFFFFFFF)
         return chain
 
+    def _grammar_sampler(self, gbnf: str) -> Any:
+        """A grammar sampler of its own, not in any chain yet; the caller frees it or hands it on."""
+        sampler = llama_cpp.llama_sampler_init_grammar(self._llm._model.vocab, gbnf.encode("utf-8"), b"root")
+        if not sampler:
+            raise InternalError("The output grammar could not be built.")
+        return sampler
+
+    def _primed(self, gbnf: str, text: str) -> Any:
+        """A grammar sampler that has taken `text` already, or None where it would not.
+
+        A token the grammar does not allow must never reach `llama_sampler_accept`: llama.cpp
+        throws from there, and an exception cannot cross into Python. Each is checked first.
+        """
+        try:
+            grammar = self._grammar_sampler(gbnf)
+        except InternalError:
+            log.warning("llama.cpp rejected a tool-call grammar")
+            return None
+        tokens = list(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)) if text else []
+        spelled = b"".join(self._piece(t) for t in tokens).decode("utf-8", "replace")
+        primed = spelled in (text, " " + text) and all(self._allows(grammar, t) and _accept(grammar, t) for t in tokens)
+        if not primed:
+            llama_cpp.llama_sampler_free(grammar)
+            return None
+        return grammar
+
+    def _pick(self, chain: Any, grammar: Any) -> int:
+        """What `chain` picks from the last logits, after `grammar` (if any) has ruled; nothing accepted."""
+        llm = self._llm
+        n_vocab = llm.n_vocab()
+        if self._candidates is None or len(self._candidates) != n_vocab:
+            self._candidates = np.zeros(n_vocab, dtype=_TOKEN_DATA)
+        candidates = self._candidates
+        candidates["id"] = np.arange(n_vocab, dtype=np.int32)
+        candidates["logit"] = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(n_vocab,))
+        candidates["p"] = 0.0
+        view = llama_cpp.llama_token_data_array(
+            data=candidates.ctypes.data_as(llama_cpp.llama_token_data_p), size=n_vocab, selected=-1, sorted=False
+        )
+        if grammar is not None:
+            llama_cpp.llama_sampler_apply(grammar, ctypes.byref(view))
+        llama_cpp.llama_sampler_apply(chain.sampler, ctypes.byref(view))
+        return int(candidates["id"][view.selected])
+
+    @staticmethod
+    def _allows(grammar: Any, token: int) -> bool:
+        data = (llama_cpp.llama_token_data * 1)(llama_cpp.llama_token_data(token, 0.0, 0.0))
+        candidates = llama_cpp.llama_token_data_array(data=data, size=1, selected=-1, sorted=False)
+        llama_cpp.llama_sampler_apply(grammar, ctypes.byref(candidates))
+        return math.isfinite(data[0].logit)
+
     def _logprob(self, token: int, piece: bytes, top_n: int) -> TokenLogprob:
         llm = self._llm
         n_vocab = llm.n_vocab()
@@ -384,3 +500,72 @@ class LlamaCppEngine:
             vectors.append(Embedding(vector=tuple((raw / norm).tolist()), tokens=len(tokens)))
         llm._ctx.kv_cache_clear()
         return EmbeddingResult(tuple(vectors))
+
+
+def _accept(grammar: Any, token: int) -> bool:
+    llama_cpp.llama_sampler_accept(grammar, token)
+    return True
+
+
+class _Sampling:
+    """One choice's sampling: the sampler chain, and a grammar beside it when the output is held to one.
+
+    The grammar is checked against the token the chain picks, and only when it refuses that token
+    is it applied to the whole vocabulary and the pick made again (llama.cpp's own server does the
+    same): most tokens cost one check instead of a pass over every token. With `lazy` calls the
+    text is watched, and the grammar joins once a call begins, primed with the call so far.
+    """
+
+    def __init__(
+        self,
+        engine: LlamaCppEngine,
+        params: SamplingParams,
+        index: int,
+        grammar: str | None = None,
+        lazy: tuple[LazyCalls, str | None] | None = None,
+    ) -> None:
+        self._engine = engine
+        self._chain = engine._sampler(params, index)
+        self._grammar: Any = None
+        if grammar is not None:
+            self._hold(engine._grammar_sampler(grammar))
+        self._watching = lazy is not None  # for calls in free text
+        self._lazy = lazy if lazy is not None and lazy[1] is not None else None
+        self._trigger = CallDetector(self._lazy[0].checks) if self._lazy is not None else None
+
+    def _hold(self, grammar: Any) -> None:
+        self._grammar = grammar
+        weakref.finalize(self, llama_cpp.llama_sampler_free, grammar)
+
+    def piece(self, token: int) -> bytes:
+        """The token's bytes; while calls are watched for, a marker's too, though it is a control token."""
+        piece = self._engine._piece(token)
+        if not piece and self._watching:
+            return self._engine._marker_tokens.get(token, piece)
+        return piece
+
+    def sample(self) -> int:
+        engine = self._engine
+        if self._grammar is None:
+            return int(self._chain.sample(engine._llm._ctx, -1))
+        token = engine._pick(self._chain, None)
+        if not engine._allows(self._grammar, token):
+            token = engine._pick(self._chain, self._grammar)
+        llama_cpp.llama_sampler_accept(self._chain.sampler, token)
+        llama_cpp.llama_sampler_accept(self._grammar, token)
+        return token
+
+    def saw(self, text: str) -> None:
+        trigger = self._trigger
+        if trigger is None or self._lazy is None:
+            return
+        trigger.feed(text)
+        if not trigger.in_call:
+            return
+        self._trigger = None
+        calls, call_gbnf = self._lazy
+        assert call_gbnf is not None
+        gbnf = trigger_grammar(call_gbnf, trigger.marker or "", trigger.call_text, calls.parallel)
+        grammar = self._engine._primed(gbnf, trigger.call_text)
+        if grammar is not None:
+            self._hold(grammar)

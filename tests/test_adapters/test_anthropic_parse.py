@@ -129,8 +129,6 @@ UNSUPPORTED = [
     pytest.param(
         body(tools=[{"type": "web_search_20250305", "name": "web_search"}]), "tools[0].type", id="server-tool"
     ),
-    pytest.param(body(output_format={"type": "json_schema", "schema": {}}), "output_format", id="output-format"),
-    pytest.param(body(output_config={"format": {"type": "json_schema"}}), "output_config.format", id="output-config"),
 ]
 
 

@@ -73,12 +73,9 @@ INVALID = [
 ]
 
 UNSUPPORTED = [
-    pytest.param(CHAT, chat(format="json"), "format", id="chat-format-json"),
-    pytest.param(CHAT, chat(format={"type": "object"}), "format", id="chat-format-schema"),
     pytest.param(
         CHAT, chat(messages=[{"role": "user", "content": "what?", "images": ["iVBORw0KGgo="]}]), "messages[0].images", id="chat-images"
     ),
-    pytest.param(GENERATE, generate(format="json"), "format", id="generate-format"),
     pytest.param(GENERATE, generate(images=["iVBORw0KGgo="]), "images", id="generate-images"),
     pytest.param(GENERATE, generate(suffix="return x"), "suffix", id="generate-suffix"),
     pytest.param(GENERATE, generate(template="{{ .Prompt }}"), "template", id="generate-template"),

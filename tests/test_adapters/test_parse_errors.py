@@ -82,7 +82,6 @@ UNSUPPORTED = [
         "messages[1].content[1].type",
         id="chat-audio-second-part",
     ),
-    pytest.param(openai_chat, chat(response_format={"type": "json_object"}), "response_format", id="chat-json-object"),
     pytest.param(openai_chat, chat(modalities=["text", "audio"]), "modalities", id="chat-audio-out"),
     pytest.param(openai_completions, completion(suffix="end"), "suffix", id="completions-suffix"),
     pytest.param(openai_completions, completion(n=1, best_of=3), "best_of", id="completions-best-of"),

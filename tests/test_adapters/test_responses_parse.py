@@ -86,10 +86,6 @@ UNSUPPORTED = [
     pytest.param(items({"type": "web_search_call", "id": "ws_1"}), "input[0].type", id="foreign-item"),
     pytest.param(body(tools=[FUNCTION, {"type": "web_search"}]), "tools[1].type", id="web-search-tool"),
     pytest.param(body(tool_choice={"type": "file_search"}), "tool_choice", id="tool-choice-builtin"),
-    pytest.param(body(text={"format": {"type": "json_object"}}), "text.format", id="json-object"),
-    pytest.param(
-        body(text={"format": {"type": "json_schema", "name": "x", "schema": {}}}), "text.format", id="json-schema"
-    ),
     pytest.param(body(truncation="auto"), "truncation", id="truncation-auto"),
     pytest.param(body(background=True), "background", id="background"),
     pytest.param(body(conversation="conv_1"), "conversation", id="conversation"),

@@ -159,9 +159,9 @@ def test_unknown_model_is_404(client: ollama.Client, stream: bool) -> None:
     assert shown.value.status_code == 404
 
 
-def test_unsupported_format_is_400(client: ollama.Client) -> None:
+def test_invalid_format_schema_is_400(client: ollama.Client) -> None:
     with pytest.raises(ollama.ResponseError) as caught:
-        client.chat(model=MODEL, messages=HI, format="json")
+        client.chat(model=MODEL, messages=HI, format={"type": "objet"})
     assert caught.value.status_code == 400 and "format" in caught.value.error
 
 

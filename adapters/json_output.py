@@ -1,0 +1,37 @@
+"""Structured output, as every protocol's parse asks for it: any JSON object, or JSON valid under a schema.
+
+The schema is checked here, so a bad one is a 400 naming the field it came in; whether
+decoding can enforce it is the engine's to say (also a 400, naming the same field).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped, unused-ignore]
+from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped, unused-ignore]
+from jsonschema.validators import validator_for  # type: ignore[import-untyped, unused-ignore]
+
+from asgi_llm.core import InvalidRequest, OutputFormat
+
+__all__ = ["json_object", "json_schema"]
+
+
+def json_object(param: str) -> OutputFormat:
+    return OutputFormat(kind="json_object", param=param)
+
+
+def json_schema(schema: Any, param: str, *, name: str | None = None, strict: bool | None = None) -> OutputFormat:
+    """`schema` must be a valid JSON Schema object; `param` is where it sits in the request."""
+    if not isinstance(schema, Mapping):
+        raise InvalidRequest(f"'{param}' must be a JSON Schema object.", param=param)
+    draft = schema.get("$schema", "")
+    cls = validator_for(schema, default=Draft202012Validator) if isinstance(draft, str) else Draft202012Validator
+    try:
+        cls.check_schema(dict(schema))
+    except SchemaError as exc:
+        where = "/".join(str(p) for p in exc.path)
+        at = f" at '{where}'" if where else ""
+        raise InvalidRequest(f"'{param}' is not a valid JSON Schema{at}: {exc.message}", param=param) from None
+    return OutputFormat(kind="json_schema", param=param, schema=dict(schema), name=name, strict=bool(strict))

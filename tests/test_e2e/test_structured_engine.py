@@ -1,0 +1,142 @@
+"""The llama.cpp engine under grammars, straight from the real model at a high temperature: whatever
+it samples, a finished document parses and validates against the schema as the client wrote it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import jsonschema
+import pytest
+
+from asgi_llm import ModelConfig
+from asgi_llm.core import (
+    ChatRequest,
+    Finish,
+    GenerationEvent,
+    Message,
+    OutputFormat,
+    SamplingParams,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    ToolSpec,
+    Unsupported,
+)
+from asgi_llm.engines.inference_thread import InferenceThread
+from asgi_llm.engines.llamacpp import LlamaCppEngine
+
+pytestmark = pytest.mark.anyio
+SHORT = {"type": "string", "maxLength": 12}
+SCHEMAS: list[Any] = [
+    pytest.param(
+        {
+            "type": "object",
+            "properties": {
+                "kind": {"enum": ["cat", "dog", 3, None]},
+                "name": {"anyOf": [SHORT, {"type": "null"}]},
+                "tags": {"type": "array", "items": SHORT, "minItems": 1, "maxItems": 2},
+            },
+            "required": ["kind", "tags"],
+        },
+        id="enum-anyof-bounded-array",
+    ),
+    pytest.param(
+        {
+            "$defs": {
+                "point": {
+                    "type": "object",
+                    "properties": {"x": {"type": "number"}, "y": {"type": "integer"}},
+                    "required": ["x", "y"],
+                }
+            },
+            "type": "object",
+            "properties": {
+                "from": {"$ref": "#/$defs/point"},
+                "to": {"$ref": "#/$defs/point"},
+                "ok": {"type": "boolean"},
+            },
+            "required": ["from", "to", "ok"],
+        },
+        id="refs-numbers-boolean",
+    ),
+    pytest.param(
+        {
+            "type": "object",
+            "properties": {
+                "day": {"type": "string", "format": "date"},
+                "code": {"type": "string", "minLength": 2, "maxLength": 4},
+            },
+            "required": ["day", "code"],
+        },
+        id="date-and-lengths",
+    ),
+    pytest.param(
+        {"type": "array", "prefixItems": [{"type": "integer"}, {"const": "x"}, {"type": ["boolean", "null"]}]},
+        id="tuple",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"  # module-wide, so one loaded engine serves every test here
+
+
+@pytest.fixture(scope="module")
+async def engine() -> AsyncIterator[LlamaCppEngine]:
+    thread = InferenceThread()
+    thread.start()
+    engine = LlamaCppEngine(ModelConfig(n_ctx=1024), thread)
+    try:
+        await engine.load()
+        yield engine
+    finally:
+        await engine.close()
+        await thread.stop()
+
+
+def _request(sampling: SamplingParams, **fields: Any) -> ChatRequest:
+    return ChatRequest(model="m", messages=(Message("user", "Make up some JSON data."),), sampling=sampling, **fields)
+
+
+async def _events(engine: LlamaCppEngine, request: ChatRequest) -> list[GenerationEvent]:
+    return [event async for event in engine.generate(request)]
+
+
+@pytest.mark.parametrize("schema", SCHEMAS)
+async def test_hot_sampling_still_yields_valid_documents(engine: LlamaCppEngine, schema: dict[str, Any]) -> None:
+    fmt = OutputFormat("json_schema", "format", schema)
+    sampling = SamplingParams(max_tokens=96, temperature=1.5, seed=11, output_format=fmt)
+    events = await _events(engine, _request(sampling, n=2))  # a checked engine raises on an invalid document
+    finishes = [e for e in events if isinstance(e, Finish)]
+    assert len(finishes) == 2
+    for finish in finishes:
+        text = "".join(e.text for e in events if isinstance(e, TextDelta) and e.index == finish.index)
+        if finish.reason == "stop":
+            jsonschema.validate(json.loads(text), schema)
+
+
+async def test_parallel_forced_calls_at_a_high_temperature(engine: LlamaCppEngine) -> None:
+    tools = (
+        ToolSpec("pick", None, {"type": "object", "properties": {"n": {"enum": [1, 2, 3]}}, "required": ["n"]}),
+        ToolSpec("note", None, {"type": "object", "properties": {"text": SHORT}, "required": ["text"]}),
+    )
+    sampling = SamplingParams(max_tokens=128, temperature=1.2, seed=5)
+    events = await _events(engine, _request(sampling, tools=tools, tool_choice="required"))
+    starts = [e for e in events if isinstance(e, ToolCallStart)]
+    arguments = [e.arguments for e in events if isinstance(e, ToolCallDelta)]
+    assert len(starts) == len(arguments) >= (1 if events[-1].reason == "tool_calls" else 0)  # type: ignore[union-attr]
+    schemas = {t.name: t.parameters for t in tools}
+    for start, text in zip(starts, arguments):
+        jsonschema.validate(json.loads(text), schemas[start.name])
+    assert not any(isinstance(e, TextDelta) for e in events)
+
+
+async def test_an_unenforceable_schema_fails_before_any_event(engine: LlamaCppEngine) -> None:
+    fmt = OutputFormat("json_schema", "text.format.schema", {"type": "string", "pattern": "^a+$"})
+    stream = engine.generate(_request(SamplingParams(max_tokens=8, output_format=fmt)))
+    with pytest.raises(Unsupported) as caught:
+        await stream.__anext__()
+    assert caught.value.param == "text.format.schema"

@@ -1,0 +1,216 @@
+"""Schemas as the grammar converter enforces them: refused when it cannot, rewritten when it can.
+
+Every rewritten schema also goes through llama.cpp's own converter here, and random values
+the grammar would allow are checked against the original schema by `jsonschema`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+from asgi_llm.core import Finish, InternalError, InvalidRequest, OutputFormat, TextDelta, Unsupported, Usage
+from asgi_llm.engines.grammar import check_schema, checked_output, enforceable, harden, output_schema, validator
+
+PARAM = "response_format.json_schema.schema"
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 20}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+}
+
+
+def rewrite(schema: dict[str, Any], **options: Any) -> dict[str, Any]:
+    out = enforceable(schema, PARAM, **options)
+    json_schema_to_gbnf(json.dumps(out))  # the converter takes every rewritten schema without a fault
+    return out
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        pytest.param({"type": "objet"}, id="unknown-type"),
+        pytest.param({"properties": {"a": {"minimum": "zero"}}}, id="minimum-not-a-number"),
+        pytest.param({"required": "a"}, id="required-not-a-list"),
+        pytest.param({"type": "string", "maxLength": -1}, id="negative-length"),
+        pytest.param({"$schema": ["not", "a", "uri"]}, id="schema-uri-not-a-string"),
+    ],
+)
+def test_invalid_schemas_are_400_naming_the_param(schema: dict[str, Any]) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        check_schema(schema, PARAM)
+    assert caught.value.param == PARAM and caught.value.status == 400
+    assert not isinstance(caught.value, Unsupported)
+
+
+def test_a_schema_must_be_an_object() -> None:
+    with pytest.raises(InvalidRequest, match="JSON Schema object"):
+        check_schema([{"type": "string"}], PARAM)
+
+
+@pytest.mark.parametrize(
+    ("schema", "keyword"),
+    [
+        pytest.param({"type": "integer", "minimum": 0}, "minimum", id="minimum"),
+        pytest.param({"type": "number", "multipleOf": 2}, "multipleOf", id="multiple-of"),
+        pytest.param({"type": "string", "pattern": "^a+$"}, "pattern", id="pattern"),
+        pytest.param({"not": {"type": "string"}}, "not", id="not"),
+        pytest.param({"if": {"type": "string"}, "then": {"maxLength": 2}}, "if", id="if-then"),
+        pytest.param({"type": "array", "uniqueItems": True}, "uniqueItems", id="unique-items"),
+        pytest.param({"type": "object", "patternProperties": {"^x": {}}}, "patternProperties", id="pattern-props"),
+        pytest.param({"type": "object", "minProperties": 1}, "minProperties", id="min-properties"),
+        pytest.param({"properties": {"a": {"type": "integer", "maximum": 3}}}, "maximum", id="nested-maximum"),
+        pytest.param({"type": "object", "required": ["a"]}, "Required", id="required-without-properties"),
+        pytest.param({"$ref": "https://example.com/s.json"}, "reference", id="remote-ref"),
+        pytest.param(
+            {"$defs": {"n": {"properties": {"next": {"$ref": "#/$defs/n"}}}}, "$ref": "#/$defs/n"},
+            "recursive",
+            id="recursive-ref",
+        ),
+        pytest.param({"enum": ["a\\b", "c"]}, "backslash", id="enum-backslash"),
+        pytest.param({"properties": {'say "hi"': {"type": "string"}}}, "Property names", id="quoted-property"),
+        pytest.param({"type": "string", "format": "date", "maxLength": 5}, "length", id="date-with-length"),
+        pytest.param({"type": "array", "maxItems": 10_000}, "maxItems", id="huge-max-items"),
+        pytest.param({"type": "string", "maxLength": 10_000}, "maxLength", id="huge-max-length"),
+        pytest.param({"allOf": [{"type": "string"}, {"type": "integer"}]}, "combined", id="conflicting-all-of"),
+        pytest.param({"type": "array", "prefixItems": [{"type": "string"}], "minItems": 2}, "tuple", id="tuple-length"),
+        pytest.param({"minLength": 2, "minItems": 1}, "several types", id="untyped-mixed-keywords"),
+        pytest.param({"properties": {"a": False}, "required": ["a"]}, "false", id="false-property"),
+    ],
+)
+def test_what_decoding_cannot_enforce_is_unsupported(schema: dict[str, Any], keyword: str) -> None:
+    with pytest.raises(Unsupported, match=keyword) as caught:
+        rewrite(schema)
+    assert caught.value.param == PARAM and caught.value.status == 400
+
+
+def test_unsatisfiable_enum_is_invalid() -> None:
+    with pytest.raises(InvalidRequest, match="No value") as caught:
+        rewrite({"type": "string", "enum": [1, 2]})
+    assert not isinstance(caught.value, Unsupported)
+    with pytest.raises(InvalidRequest, match="No value") as caught:
+        rewrite({"enum": []})
+    assert not isinstance(caught.value, Unsupported)
+    with pytest.raises(InvalidRequest, match="No value") as caught:
+        rewrite({"type": "array", "minItems": 3, "maxItems": 2})
+    assert not isinstance(caught.value, Unsupported)
+    with pytest.raises(InvalidRequest, match="No value") as caught:
+        rewrite({"type": "string", "minLength": 3, "maxLength": 2})
+    assert not isinstance(caught.value, Unsupported)
+
+
+def test_objects_keep_their_properties_and_lose_extra_keys() -> None:
+    out = rewrite({**PERSON, "title": "Person", "description": "someone"})
+    assert out == {
+        "type": "object",
+        "properties": {"name": {"type": "string", "maxLength": 20}, "age": {"type": "integer"}},
+        "required": ["name", "age"],
+        "additionalProperties": False,
+    }
+
+
+def test_annotations_and_unknown_keywords_are_dropped_harmless_ones_too() -> None:
+    schema = {"type": "array", "items": {"type": "boolean", "x-vendor": 1, "nullable": True}, "uniqueItems": False}
+    assert rewrite(schema) == {"type": "array", "items": {"type": "boolean"}, "minItems": 0}
+
+
+def test_references_are_inlined() -> None:
+    schema = {
+        "$defs": {"Point": {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"]}},
+        "type": "object",
+        "properties": {"a": {"$ref": "#/$defs/Point"}, "b": {"$ref": "#/$defs/Point", "description": "second"}},
+        "required": ["a", "b"],
+    }
+    point = {
+        "type": "object",
+        "properties": {"x": {"type": "number"}},
+        "required": ["x"],
+        "additionalProperties": False,
+    }
+    assert rewrite(schema)["properties"] == {"a": point, "b": point}
+
+
+def test_a_dangling_reference_is_invalid() -> None:
+    with pytest.raises(InvalidRequest, match="refers to nothing"):
+        rewrite({"$ref": "#/$defs/Missing"})
+
+
+def test_type_lists_and_combinators_become_any_of() -> None:
+    assert rewrite({"type": ["string", "null"], "maxLength": 3}) == {
+        "anyOf": [{"type": "string", "maxLength": 3}, {"type": "null"}]
+    }
+    assert rewrite({"type": "string", "oneOf": [{"format": "date"}, {"maxLength": 2}]}) == {
+        "anyOf": [{"type": "string", "format": "date"}, {"type": "string", "maxLength": 2}]
+    }
+    assert rewrite({"allOf": [{"type": "string"}, {"maxLength": 4}]}) == {"type": "string", "maxLength": 4}
+
+
+def test_enum_keeps_only_values_the_rest_allows() -> None:
+    assert rewrite({"type": "string", "enum": ["a", 1, "b"]}) == {"enum": ["a", "b"]}
+    assert rewrite({"enum": ["only", "other"], "const": "only"}) == {"const": "only"}
+
+
+def test_the_empty_schema_allows_any_value() -> None:
+    out = rewrite({})
+    assert [alt["type"] for alt in out["anyOf"]] == ["object", "array", "string", "number", "boolean", "null"]
+
+
+def test_tool_arguments_must_be_an_object() -> None:
+    assert rewrite({}, root_type="object") == {"type": "object"}
+    assert rewrite({"properties": {}}, root_type="object")["type"] == "object"
+    with pytest.raises(Unsupported, match="JSON object"):
+        rewrite({"type": "string"}, root_type="object")
+
+
+def test_draft7_tuples_and_bounded_arrays() -> None:
+    tuple_schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "array",
+        "items": [{"type": "string"}],
+    }
+    assert rewrite(tuple_schema) == {"type": "array", "prefixItems": [{"type": "string"}]}
+    assert rewrite({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3}) == {
+        "type": "array",
+        "items": {"type": "integer"},
+        "minItems": 1,
+        "maxItems": 3,
+    }
+
+
+def test_harden_keeps_control_characters_and_huge_exponents_out() -> None:
+    schema = {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "string"}}}
+    gbnf = harden(json_schema_to_gbnf(json.dumps(schema)))
+    assert 'char ::= [^"\\\\\\x7F\\x00-\\x1F] |' in gbnf
+    assert "[eE] [-+]? [0-9] [0-9]?" in gbnf and "[eE] [-+]? integral-part" not in gbnf
+
+
+def test_output_schema_for_each_kind() -> None:
+    schema, check = output_schema(OutputFormat("json_object", "format"))
+    assert schema == {"type": "object"} and check.is_valid({}) and not check.is_valid([])
+    schema, check = output_schema(OutputFormat("json_schema", PARAM, schema=PERSON))
+    assert schema["required"] == ["name", "age"]
+    assert check.is_valid({"name": "a", "age": 1}) and not check.is_valid({"name": "a"})
+
+
+def _finish(reason: str = "stop", stop_sequence: str | None = None) -> Finish:
+    return Finish(reason, Usage(3, 4), stop_sequence=stop_sequence)  # type: ignore[arg-type]
+
+
+def test_checked_output_passes_a_valid_document() -> None:
+    events = [None, TextDelta('{"name": "Al'), TextDelta('", "age": 3} '), _finish()]
+    assert list(checked_output(events, validator(PERSON))) == events
+
+
+@pytest.mark.parametrize("text", ['{"name": "Al"}', '{"name": "Al", "age": 3', "not json"])
+def test_checked_output_raises_on_a_finished_bad_document(text: str) -> None:
+    with pytest.raises(InternalError):
+        list(checked_output([TextDelta(text), _finish()], validator(PERSON)))
+
+
+@pytest.mark.parametrize("finish", [_finish("length"), _finish("stop", "}")])
+def test_checked_output_leaves_cut_off_documents_alone(finish: Finish) -> None:
+    events = [TextDelta('{"name": "Al'), finish]
+    assert list(checked_output(events, validator(PERSON))) == events

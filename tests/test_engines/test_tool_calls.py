@@ -1,0 +1,152 @@
+"""Forced tool calls: the schema they are decoded under, and decoded text turned into call events."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable
+
+import pytest
+from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+from asgi_llm.core import (
+    Finish,
+    InternalError,
+    Message,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolSpec,
+    Unsupported,
+    Usage,
+)
+from asgi_llm.engines.tool_calls import MAX_PARALLEL_CALLS, JsonValues, forced_calls, plan_calls, with_tools_note
+
+WEATHER = ToolSpec(
+    "get_weather",
+    "Weather in a city",
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+CLOCK = ToolSpec("get_time", None, {})
+TOOLS = (WEATHER, CLOCK)
+
+
+def ids() -> Callable[[], str]:
+    counter = itertools.count()
+    return lambda: f"call_{next(counter)}"
+
+
+def stop() -> Finish:
+    return Finish("stop", Usage(5, 7))
+
+
+def test_a_named_tool_is_one_object_with_its_name_fixed() -> None:
+    plan = plan_calls(TOOLS, "get_weather", parallel=True)
+    assert not plan.parallel and set(plan.checks) == {"get_weather"}
+    assert plan.schema["properties"]["name"] == {"const": "get_weather"}
+    assert plan.schema["properties"]["arguments"]["required"] == ["city"]
+    assert plan.schema["required"] == ["name", "arguments"]
+    json_schema_to_gbnf(json.dumps(plan.schema))
+
+
+def test_required_is_any_tool_and_a_tool_without_parameters_takes_none() -> None:
+    plan = plan_calls(TOOLS, "required", parallel=False)
+    names = [option["properties"]["name"]["const"] for option in plan.schema["anyOf"]]
+    assert names == ["get_weather", "get_time"]
+    assert plan.schema["anyOf"][1]["properties"]["arguments"] == {
+        "type": "object",
+        "properties": {},
+        "required": [],
+        "additionalProperties": False,
+    }
+    json_schema_to_gbnf(json.dumps(plan.schema))
+
+
+def test_parallel_required_calls_are_a_bounded_array() -> None:
+    plan = plan_calls(TOOLS, "required", parallel=True)
+    assert plan.parallel
+    assert (plan.schema["type"], plan.schema["minItems"], plan.schema["maxItems"]) == ("array", 1, MAX_PARALLEL_CALLS)
+    json_schema_to_gbnf(json.dumps(plan.schema))
+
+
+def test_a_tool_schema_decoding_cannot_enforce_is_a_400_naming_tools() -> None:
+    bad = ToolSpec("count", None, {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}})
+    with pytest.raises(Unsupported, match="minimum") as caught:
+        plan_calls((WEATHER, bad), "required", parallel=False)
+    assert caught.value.param == "tools[1]"
+
+
+def test_a_tool_name_the_grammar_cannot_spell_is_a_400() -> None:
+    with pytest.raises(Unsupported) as caught:
+        plan_calls((WEATHER, ToolSpec('say "hi"', None, {})), "required", parallel=False)
+    assert caught.value.param == "tools[1]"
+
+
+def test_json_values_finds_whole_values_at_its_level_across_pieces() -> None:
+    top = JsonValues(0)
+    assert top.feed('{"a": "}{", "b": [1, {') == []
+    assert top.feed("}]} ") == ['{"a": "}{", "b": [1, {}]}']
+    elements = JsonValues(1)
+    pieces = ['[{"s": "\\"]"}', ', {"t', '": 2}', "]"]
+    assert [v for piece in pieces for v in elements.feed(piece)] == ['{"s": "\\"]"}', '{"t": 2}']
+
+
+def test_forced_call_text_becomes_call_events_and_the_reason_tool_calls() -> None:
+    plan = plan_calls(TOOLS, "get_weather", parallel=False)
+    text = ['{ "name": "get_weather", "arg', 'uments": { "city": "Paris" } }']
+    events = list(forced_calls([None, *(TextDelta(t) for t in text), stop()], plan, ids()))
+    assert events == [
+        None,
+        ToolCallStart("call_0", "get_weather"),
+        ToolCallDelta('{"city": "Paris"}'),
+        ToolCallEnd(),
+        Finish("tool_calls", Usage(5, 7)),
+    ]
+
+
+def test_parallel_calls_leave_one_by_one_as_each_completes() -> None:
+    plan = plan_calls(TOOLS, "required", parallel=True)
+    first = '[{"name": "get_time", "arguments": {}}'
+    second = ', {"name": "get_weather", "arguments": {"city": "Oslo"}}]'
+    events = list(forced_calls([TextDelta(first, index=2), TextDelta(second, index=2), stop()], plan, ids()))
+    starts = [e for e in events if isinstance(e, ToolCallStart)]
+    assert [(s.name, s.call_index, s.index) for s in starts] == [("get_time", 0, 2), ("get_weather", 1, 2)]
+    assert [e.arguments for e in events if isinstance(e, ToolCallDelta)] == ["{}", '{"city": "Oslo"}']
+    assert events.index(starts[1]) > events.index(ToolCallEnd(index=2, call_index=0))
+
+
+def test_a_call_cut_off_by_the_token_limit_is_not_sent() -> None:
+    plan = plan_calls(TOOLS, "required", parallel=False)
+    cut = Finish("length", Usage(5, 8))
+    assert list(forced_calls([TextDelta('{"name": "get_wea'), cut], plan, ids())) == [cut]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param('{"name": "get_weather", "arguments": {"town": "Paris"}}', id="arguments-off-schema"),
+        pytest.param('{"name": "launch", "arguments": {}}', id="unknown-tool"),
+        pytest.param('{"name": "get_time"}', id="no-arguments"),
+        pytest.param('{"name": "get_time", "arguments": {"x": 1e999}}', id="infinity"),
+    ],
+)
+def test_a_call_off_its_schema_is_an_internal_error(text: str) -> None:
+    plan = plan_calls(TOOLS, "required", parallel=False)
+    with pytest.raises(InternalError):
+        list(forced_calls([TextDelta(text), stop()], plan, ids()))
+
+
+def test_stopping_before_any_call_is_an_internal_error() -> None:
+    plan = plan_calls(TOOLS, "required", parallel=False)
+    with pytest.raises(InternalError):
+        list(forced_calls([TextDelta("{"), stop()], plan, ids()))
+
+
+def test_the_tools_note_joins_the_system_message_or_leads() -> None:
+    user = Message("user", "hi")
+    alone = with_tools_note([user], TOOLS)
+    assert alone[0].role == "system" and alone[1] == user
+    assert '"name": "get_weather"' in alone[0].content and '"arguments"' in alone[0].content
+    joined = with_tools_note([Message("system", "Be brief."), user], TOOLS)
+    assert len(joined) == 2 and joined[0].content.startswith("Be brief.\n\nYou can call these tools:")
