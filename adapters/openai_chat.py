@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from asgi_llm.core import (
     ChatRequest,
@@ -23,7 +23,6 @@ from asgi_llm.core import (
     ToolCallStart,
     ToolChoice,
     ToolSpec,
-    SamplingParams,
     TextDelta,
     Unsupported,
     total_usage,
@@ -31,32 +30,37 @@ from asgi_llm.core import (
 
 from .base import GenerateRoute, Meta, Parsed, validate
 from .json_output import json_object, json_schema
-from .openai_common import SSE_DONE, chat_logprobs, render_error, sse, stop_list, usage_dict
+from .openai_common import (
+    SSE_DONE,
+    SamplingBody,
+    Wire,
+    chat_logprobs,
+    render_error,
+    sampling_params,
+    sse,
+    usage_dict,
+)
 
 __all__ = ["parse", "render", "ChatStream", "ROUTE"]
 
 
-class _Wire(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)
-
-
-class ContentPart(_Wire):
+class ContentPart(Wire):
     type: str
     text: str | None = None
 
 
-class WireFunctionCall(_Wire):
+class WireFunctionCall(Wire):
     name: str
     arguments: str
 
 
-class WireToolCall(_Wire):
+class WireToolCall(Wire):
     id: str
     type: Literal["function"] = "function"
     function: WireFunctionCall
 
 
-class WireMessage(_Wire):
+class WireMessage(Wire):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[ContentPart] | None = None
     name: str | None = None
@@ -64,69 +68,49 @@ class WireMessage(_Wire):
     tool_call_id: str | None = None
 
 
-class WireFunction(_Wire):
+class WireFunction(Wire):
     name: Annotated[str, Field(min_length=1, max_length=64)]
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
 
 
-class WireTool(_Wire):
+class WireTool(Wire):
     type: Literal["function"]
     function: WireFunction
 
 
-class NamedFunction(_Wire):
+class NamedFunction(Wire):
     name: str
 
 
-class NamedToolChoice(_Wire):
+class NamedToolChoice(Wire):
     type: Literal["function"]
     function: NamedFunction
 
 
-class JsonSchemaSpec(_Wire):
+class JsonSchemaSpec(Wire):
     name: Annotated[str, Field(min_length=1, max_length=64)]
     description: str | None = None
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")
     strict: bool | None = None
 
 
-class ResponseFormat(_Wire):
+class ResponseFormat(Wire):
     type: Literal["text", "json_object", "json_schema"]
     json_schema: JsonSchemaSpec | None = None
 
 
-class StreamOptions(_Wire):
-    include_usage: bool = False
-
-
-class ChatBody(_Wire):
-    model: str
+class ChatBody(SamplingBody):
     messages: Annotated[list[WireMessage], Field(min_length=1)]
     max_tokens: Annotated[int, Field(ge=1)] | None = None
     max_completion_tokens: Annotated[int, Field(ge=1)] | None = None
-    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
-    top_p: Annotated[float, Field(gt=0, le=1)] | None = None
-    n: Annotated[int, Field(ge=1, le=16)] | None = None
-    stream: bool | None = None
-    stream_options: StreamOptions | None = None
-    stop: str | Annotated[list[str], Field(max_length=16)] | None = None
-    seed: int | None = None
-    presence_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
-    frequency_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
-    logit_bias: dict[str, Annotated[float, Field(ge=-100, le=100)]] | None = None
     logprobs: bool | None = None
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
-    user: str | None = None
     tools: list[WireTool] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None
     response_format: ResponseFormat | None = None
-    # llama.cpp-style extras many clients send
-    top_k: Annotated[int, Field(ge=0)] | None = None
-    min_p: Annotated[float, Field(ge=0, le=1)] | None = None
-    repeat_penalty: Annotated[float, Field(gt=0)] | None = None
 
 
 @dataclass(frozen=True)
@@ -139,18 +123,9 @@ def parse(body: Any) -> Parsed[ChatRequest]:
     _refuse_unsupported(wire)
     if wire.top_logprobs and not wire.logprobs:
         raise InvalidRequest("'top_logprobs' requires 'logprobs' to be true.", param="top_logprobs")
-    sampling = SamplingParams(
+    sampling = sampling_params(
+        wire,
         max_tokens=wire.max_completion_tokens if wire.max_completion_tokens is not None else wire.max_tokens,
-        temperature=1.0 if wire.temperature is None else wire.temperature,
-        top_p=1.0 if wire.top_p is None else wire.top_p,
-        top_k=wire.top_k or 0,
-        min_p=wire.min_p or 0.0,
-        stop=stop_list(wire.stop),
-        seed=wire.seed,
-        presence_penalty=wire.presence_penalty or 0.0,
-        frequency_penalty=wire.frequency_penalty or 0.0,
-        repeat_penalty=wire.repeat_penalty or 1.0,
-        logit_bias=logit_bias(wire.logit_bias),
         logprobs=bool(wire.logprobs),
         top_logprobs=wire.top_logprobs or 0,
         output_format=_output_format(wire.response_format),
@@ -167,17 +142,6 @@ def parse(body: Any) -> Parsed[ChatRequest]:
     )
     include_usage = bool(wire.stream_options and wire.stream_options.include_usage)
     return Parsed(request, stream=bool(wire.stream), options=ChatOptions(include_usage))
-
-
-def logit_bias(bias: dict[str, float] | None) -> tuple[tuple[int, float], ...]:
-    if not bias:
-        return ()
-    pairs = []
-    for key, value in bias.items():
-        if not key.isdigit():
-            raise InvalidRequest(f"logit_bias keys must be token ids; got {key!r}.", param="logit_bias")
-        pairs.append((int(key), value))
-    return tuple(pairs)
 
 
 def _tool_choice(wire: ChatBody) -> ToolChoice:

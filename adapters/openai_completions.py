@@ -14,7 +14,6 @@ from asgi_llm.core import (
     GenerationEvent,
     InvalidRequest,
     LLMError,
-    SamplingParams,
     TextDelta,
     TokenLogprob,
     Unsupported,
@@ -22,36 +21,20 @@ from asgi_llm.core import (
 )
 
 from .base import GenerateRoute, Meta, Parsed, validate
-from .openai_chat import StreamOptions, _Wire, logit_bias
-from .openai_common import SSE_DONE, render_error, sse, stop_list, usage_dict
+from .openai_common import SSE_DONE, SamplingBody, render_error, sampling_params, sse, usage_dict
 
 __all__ = ["parse", "render", "CompletionStream", "ROUTE"]
 
 Prompt = str | list[str] | list[int] | list[list[int]]
 
 
-class CompletionBody(_Wire):
-    model: str
+class CompletionBody(SamplingBody):
     prompt: Prompt
     max_tokens: Annotated[int, Field(ge=0)] | None = 16
-    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
-    top_p: Annotated[float, Field(gt=0, le=1)] | None = None
-    n: Annotated[int, Field(ge=1, le=16)] | None = None
-    stream: bool | None = None
-    stream_options: StreamOptions | None = None
     logprobs: Annotated[int, Field(ge=0, le=5)] | None = None
     echo: bool | None = None
-    stop: str | Annotated[list[str], Field(max_length=16)] | None = None
-    seed: int | None = None
-    presence_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
-    frequency_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
-    logit_bias: dict[str, Annotated[float, Field(ge=-100, le=100)]] | None = None
-    user: str | None = None
     suffix: str | None = None
     best_of: Annotated[int, Field(ge=1)] | None = None
-    top_k: Annotated[int, Field(ge=0)] | None = None
-    min_p: Annotated[float, Field(ge=0, le=1)] | None = None
-    repeat_penalty: Annotated[float, Field(gt=0)] | None = None
 
 
 @dataclass(frozen=True)
@@ -69,20 +52,8 @@ def parse(body: Any) -> Parsed[CompletionRequest]:
     prompts = _prompts(wire.prompt)
     if wire.max_tokens == 0 and not wire.echo:
         raise InvalidRequest("'max_tokens' must be at least 1 unless 'echo' is set.", param="max_tokens")
-    sampling = SamplingParams(
-        max_tokens=wire.max_tokens,
-        temperature=1.0 if wire.temperature is None else wire.temperature,
-        top_p=1.0 if wire.top_p is None else wire.top_p,
-        top_k=wire.top_k or 0,
-        min_p=wire.min_p or 0.0,
-        stop=stop_list(wire.stop),
-        seed=wire.seed,
-        presence_penalty=wire.presence_penalty or 0.0,
-        frequency_penalty=wire.frequency_penalty or 0.0,
-        repeat_penalty=wire.repeat_penalty or 1.0,
-        logit_bias=logit_bias(wire.logit_bias),
-        logprobs=wire.logprobs is not None,
-        top_logprobs=wire.logprobs or 0,
+    sampling = sampling_params(
+        wire, max_tokens=wire.max_tokens, logprobs=wire.logprobs is not None, top_logprobs=wire.logprobs or 0
     )
     request = CompletionRequest(
         model=wire.model, prompts=prompts, sampling=sampling, n=wire.n or 1, echo=bool(wire.echo), user=wire.user

@@ -11,14 +11,14 @@ from pydantic import Field
 from asgi_llm.core import EmbeddingRequest, EmbeddingResult, InvalidRequest, Unsupported
 
 from .base import EmbedRoute, Meta, Parsed, validate
-from .openai_chat import _Wire
+from .openai_common import Wire
 
 __all__ = ["parse", "render", "ROUTE"]
 
 EmbeddingInput = str | list[str] | list[int] | list[list[int]]
 
 
-class EmbeddingBody(_Wire):
+class EmbeddingBody(Wire):
     model: str
     input: EmbeddingInput
     encoding_format: Literal["float", "base64"] = "float"
