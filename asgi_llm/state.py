@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import anyio
+from .sqlite import SQLiteFile
 
 __all__ = ["MemoryStore", "SQLiteStore"]
 
@@ -56,22 +55,13 @@ class SQLiteStore:
         self._max_items = max_items
         self._max_age = max_age_seconds
         self._clock = clock
-        self._local = threading.local()
-        with self._connect() as db:
+        self._file = SQLiteFile(path)
+        with self._file.connect() as db:
             db.execute("CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)")
             db.execute("CREATE INDEX IF NOT EXISTS state_created ON state (created)")
 
-    def _connect(self) -> sqlite3.Connection:
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(self._path, timeout=30, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA busy_timeout=30000")
-            self._local.db = db
-        return db
-
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        return await anyio.to_thread.run_sync(lambda: fn(self._connect()))
+        return await self._file.run(fn)
 
     async def get(self, key: str) -> dict[str, Any] | None:
         oldest = self._clock() - self._max_age

@@ -9,12 +9,11 @@ one `BEGIN IMMEDIATE` transaction, and the blocking calls run off the event loop
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Callable
 from dataclasses import fields
 from typing import Any, TypeVar
 
-import anyio
+from asgi_llm.sqlite import SQLiteFile
 
 from .usage import UsageRecord
 
@@ -39,23 +38,14 @@ _SCHEMA = (
 class Ledger:
     def __init__(self, path: str) -> None:
         self.path = path
-        self._local = threading.local()
-        db = self._connect()
+        self._file = SQLiteFile(path)
+        db = self._file.connect()
         with db:
             for statement in _SCHEMA:
                 db.execute(statement)
 
-    def _connect(self) -> sqlite3.Connection:
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA busy_timeout=30000")
-            self._local.db = db
-        return db
-
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        return await anyio.to_thread.run_sync(lambda: fn(self._connect()))
+        return await self._file.run(fn)
 
     async def record(self, record: UsageRecord) -> None:
         """A usage sink: one row per request."""

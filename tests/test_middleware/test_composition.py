@@ -215,7 +215,14 @@ def test_the_middleware_package_exports_exactly_its_public_names() -> None:
 
 
 def test_middleware_imports_only_the_core_and_the_low_level_helpers() -> None:
-    allowed = ("asgi_llm.core", "asgi_llm.adapters.base", "asgi_llm.asgi", "asgi_llm.routing", "asgi_llm.middleware")
+    allowed = (
+        "asgi_llm.core",
+        "asgi_llm.adapters.base",
+        "asgi_llm.asgi",
+        "asgi_llm.routing",
+        "asgi_llm.sqlite",
+        "asgi_llm.middleware",
+    )
     for path in sorted((ROOT / "asgi_llm" / "middleware").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("asgi_llm"):
