@@ -199,7 +199,10 @@ def default_middleware(pool: ModelPool, *, verify: Verifier | None = None) -> tu
     /metrics` unless `metrics_path` is None). Their state is shared by every app given them."""
     settings = pool.settings
     ledger = Ledger(settings.usage_ledger) if settings.usage_ledger else None
-    metrics = Metrics(models=lambda: [(m.id, pool.loaded(m.id) is not None) for m in settings.models])
+    metrics = Metrics(
+        models=lambda: [(m.id, pool.loaded(m.id) is not None) for m in settings.models],
+        queued=lambda: [(m.id, pool.queued(m.id)) for m in settings.models],
+    )
     sinks: list[Sink] = [metrics.observe]
     if ledger is not None:
         sinks.append(ledger.record)

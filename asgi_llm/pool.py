@@ -175,6 +175,11 @@ class ModelPool:
         slot = self._by_name.get(name)
         return slot.engine if slot is not None and slot.state == "ready" else None
 
+    def queued(self, name: str) -> int:
+        """Requests waiting for `name` behind the one being generated (0 when not loaded)."""
+        engine = self.loaded(name)
+        return int(getattr(engine, "waiting", 0)) if engine is not None else 0
+
     def catalog(self) -> list[ModelCard]:
         return [
             ModelCard(

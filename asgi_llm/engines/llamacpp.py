@@ -98,6 +98,11 @@ class LlamaCppEngine:
     def context_length(self) -> int:
         return int(self._llm.n_ctx()) if self._llm is not None else self.config.n_ctx
 
+    @property
+    def waiting(self) -> int:
+        """Generations queued behind the running one (read by metrics)."""
+        return max(self._pending - 1, 0)
+
     def describe(self) -> dict[str, Any]:
         if self._llm is None:
             return {}

@@ -32,10 +32,12 @@ class Metrics:
         self,
         *,
         models: Callable[[], Iterable[tuple[str, bool]]] | None = None,
+        queued: Callable[[], Iterable[tuple[str, int]]] | None = None,
         ttft_buckets: Sequence[float] = TTFT_BUCKETS,
         duration_buckets: Sequence[float] = DURATION_BUCKETS,
     ) -> None:
         self._models = models
+        self._queued = queued
         self.requests = Counter(
             "asgi_llm_requests_total", "Requests answered.", ("protocol", "endpoint", "model", "key", "status")
         )
@@ -64,6 +66,7 @@ class Metrics:
         )
         self.in_flight = Gauge("asgi_llm_requests_in_flight", "Requests being served now.", ("protocol",))
         self.loaded = Gauge("asgi_llm_model_loaded", "1 if the model is loaded, 0 if not.", ("model",))
+        self.waiting = Gauge("asgi_llm_requests_queued", "Requests waiting for their model to be free.", ("model",))
 
     def observe(self, record: UsageRecord) -> None:
         """A usage sink."""
@@ -88,6 +91,10 @@ class Metrics:
             self.loaded.clear()
             for model, loaded in self._models():
                 self.loaded.set((model,), 1.0 if loaded else 0.0)
+        if self._queued is not None:
+            self.waiting.clear()
+            for model, count in self._queued():
+                self.waiting.set((model,), float(count))
         families = (
             self.requests,
             self.errors,
@@ -98,6 +105,7 @@ class Metrics:
             self.ttft,
             self.duration,
             self.in_flight,
+            self.waiting,
             self.loaded,
         )
         return "".join(line + "\n" for family in families for line in family.render())

@@ -29,6 +29,7 @@ async def test_requests_beyond_max_queue_get_overloaded() -> None:
         async with contextlib.aclosing(running):
             first = await running.__anext__()
             assert isinstance(first, TextDelta)
+            assert engine.waiting == 0  # one running, none behind it
             refused = engine.generate(REQUEST)
             with pytest.raises(Overloaded):
                 await refused.__anext__()

@@ -112,6 +112,7 @@ async def test_metrics_count_requests_tokens_errors_and_timings_by_model_protoco
         "asgi_llm_time_to_first_token_seconds": "histogram",
         "asgi_llm_request_duration_seconds": "histogram",
         "asgi_llm_requests_in_flight": "gauge",
+        "asgi_llm_requests_queued": "gauge",
         "asgi_llm_model_loaded": "gauge",
     }
     requests = {tuple(sorted(ls.items())): v for ls, v in samples["asgi_llm_requests_total"]}
@@ -192,3 +193,15 @@ async def test_metrics_can_be_turned_off(kit: Any) -> None:
     llm = LLMApp(pool=kit.fake_pool(kit.fake_settings(metrics_path=None)))
     async with kit.running(llm):
         assert (await kit.drive(llm, "GET", "/metrics")).status == 404
+
+
+def test_queued_requests_per_model_are_a_gauge() -> None:
+    from asgi_llm.middleware.metrics import Metrics
+
+    waiting = {"a": 2, "b": 0}
+    metrics = Metrics(models=lambda: [("a", True), ("b", False)], queued=lambda: waiting.items())
+    text = metrics.render()
+    assert "# TYPE asgi_llm_requests_queued gauge" in text
+    assert 'asgi_llm_requests_queued{model="a"} 2' in text and 'asgi_llm_requests_queued{model="b"} 0' in text
+    waiting["a"] = 0
+    assert 'asgi_llm_requests_queued{model="a"} 0' in metrics.render()
