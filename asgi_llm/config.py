@@ -154,6 +154,7 @@ class Settings(BaseModel):
     models: tuple[ModelConfig, ...] = (ModelConfig(embeddings=True, aliases=("default",)),)
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
     retry_after_seconds: int = Field(default=1, ge=0)
+    max_pending: int = Field(default=256, ge=1, description="Requests held by all models at once; beyond: 503.")
     state_store: Literal["memory", "sqlite"] = Field(default="memory", description="Where stored Responses live.")
     state_path: str = Field(default="asgi-llm-state.sqlite3", description="The SQLite file, for state_store = sqlite.")
     state_max_items: int = Field(default=1000, ge=1)

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from .config import ModelConfig, Settings
-from .core import Engine, ModelCard, ModelNotFound, ModelNotReady, ModelState
+from .core import Engine, ModelCard, ModelNotFound, ModelNotReady, ModelState, Overloaded
 from .engines.inference_thread import InferenceThread
 
 __all__ = ["ModelPool", "EngineFactory"]
@@ -99,6 +99,8 @@ class ModelPool:
         0 = unload when idle) replaces the model's idle policy from now on.
         """
         slot = self._slot(name)
+        if sum(s.active for s in self._slots) >= self.settings.max_pending:
+            raise Overloaded("The server is busy; retry shortly.", retry_after=self.settings.retry_after_seconds)
         engine = await self._ready(slot)
         slot.active += 1
         self._disarm(slot)

@@ -73,3 +73,25 @@ async def test_unload_waits_for_running_requests() -> None:
     await asyncio.sleep(0.01)
     assert state(p) == "unloaded" and made[0].closed
     await p.stop()
+
+
+async def test_a_global_cap_on_pending_requests_refuses_with_overloaded() -> None:
+    from asgi_llm.core import Overloaded
+
+    made: list[FakeEngine] = []
+    settings = Settings(
+        models=(ModelConfig(id="a", path="a.gguf"), ModelConfig(id="b", path="b.gguf")),
+        max_pending=2,
+        retry_after_seconds=3,
+    )
+    p = ModelPool(settings, engine_factory=lambda config, thread: made.append(FakeEngine(config)) or made[-1])
+    await p.start()
+    await p.wait_ready()
+    async with p.use("a"), p.use("b"):
+        with pytest.raises(Overloaded) as refused:
+            async with p.use("a"):
+                pass
+        assert refused.value.retry_after == 3 and refused.value.status == 503
+    async with p.use("b"):  # room again once requests finish
+        pass
+    await p.stop()
