@@ -7,20 +7,25 @@ The host is a small Starlette app with its own routes and the LLM app mounted at
 from __future__ import annotations
 
 import contextlib
+import shutil
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
+import httpx
+import openai
 import pytest
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Mount, Route
-
-import openai
 
 from asgi_llm import LLMApp, ModelConfig, ModelPool, Settings
 from asgi_llm.adapters.anthropic import ANTHROPIC
@@ -109,3 +114,49 @@ def client(server: Server) -> Iterator[openai.OpenAI]:
 
     with openai.OpenAI(base_url=f"{server.url}/v1", api_key="not-checked", max_retries=0, timeout=60) as sdk:
         yield sdk
+
+
+@dataclass
+class CLIServer:
+    """A running `asgi-llm serve`; `output` holds what it printed once it has stopped."""
+
+    url: str
+    output: str = ""
+
+
+@contextlib.contextmanager
+def _asgi_llm_serve(*args: str, env: dict[str, str] | None = None) -> Iterator[CLIServer]:
+    command = shutil.which("asgi-llm", path=str(Path(sys.executable).parent))
+    assert command, "the asgi-llm console script is installed"
+    port = _free_port()
+    process = subprocess.Popen(
+        [command, "serve", "--port", str(port), "--log-level", "warning", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    served = CLIServer(f"http://127.0.0.1:{port}")
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            assert process.poll() is None, process.stdout.read() if process.stdout else ""
+            try:
+                if httpx.get(f"{served.url}/health", timeout=10).status_code == 200:  # public: no key needed
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "server did not become healthy"
+            time.sleep(0.1)
+        yield served
+    finally:
+        process.send_signal(signal.SIGINT)
+        served.output, _ = process.communicate(timeout=30)
+    assert process.returncode == 0, served.output
+    assert "Traceback" not in served.output
+
+
+@pytest.fixture(scope="session")
+def asgi_llm_serve() -> Callable[..., contextlib.AbstractContextManager[CLIServer]]:
+    """Start `asgi-llm serve ARGS...` on a free port; it stops (cleanly, or the test fails) on exit."""
+    return _asgi_llm_serve

@@ -2,55 +2,18 @@
 
 from __future__ import annotations
 
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
 import pytest
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
-def served() -> Iterator[str]:
-    command = shutil.which("asgi-llm", path=str(Path(sys.executable).parent))
-    assert command, "the asgi-llm console script is installed"
-    port = _free_port()
-    process = subprocess.Popen(
-        [command, "serve", "--port", str(port), "--n-ctx", "1024", "--log-level", "warning"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        assert process.poll() is None, process.stdout.read() if process.stdout else ""
-        try:
-            if httpx.get(f"{url}/health").status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, "server did not become healthy"
-        time.sleep(0.1)
-    try:
-        yield url
-    finally:
-        process.send_signal(signal.SIGINT)
-        output, _ = process.communicate(timeout=30)
-        assert process.returncode == 0, output
-        assert "Traceback" not in output
+def served(asgi_llm_serve: Any) -> Iterator[str]:
+    with asgi_llm_serve("--n-ctx", "1024") as server:
+        yield server.url
 
 
 def test_openai_sdk_against_serve(served: str) -> None:

@@ -5,15 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
 import anthropic
 import httpx
@@ -33,60 +28,18 @@ class Served:
     ledger: str
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def served(tmp_path_factory: pytest.TempPathFactory, asgi_llm_serve: Any) -> Iterator[Served]:
     folder = tmp_path_factory.mktemp("keyed")
     ledger = folder / "ledger.sqlite3"
     config = folder / "asgi-llm.toml"
     config.write_text(
         f'usage_ledger = "{ledger}"\n\n[limits]\nmax_tokens = 16\n\n[[models]]\naliases = ["default"]\nn_ctx = 1024\n'
     )
-    command = shutil.which("asgi-llm", path=str(Path(sys.executable).parent))
-    assert command, "the asgi-llm console script is installed"
-    port = _free_port()
-    process = subprocess.Popen(
-        [
-            command,
-            "serve",
-            "--config",
-            str(config),
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-            "--api-key",
-            f"team={CLI_KEY}",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "ASGI_LLM_API_KEYS": f"ops={ENV_KEY}"},
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        assert process.poll() is None, process.stdout.read() if process.stdout else ""
-        try:
-            if httpx.get(f"{url}/health").status_code == 200:  # public: no key needed
-                break
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, "server did not become healthy"
-        time.sleep(0.1)
-    try:
-        yield Served(url, str(ledger))
-    finally:
-        process.send_signal(signal.SIGINT)
-        output, _ = process.communicate(timeout=30)
-        assert process.returncode == 0, output
-        assert "Traceback" not in output
-        assert CLI_KEY not in output and ENV_KEY not in output
+    env = {**os.environ, "ASGI_LLM_API_KEYS": f"ops={ENV_KEY}"}
+    with asgi_llm_serve("--config", str(config), "--api-key", f"team={CLI_KEY}", env=env) as server:
+        yield Served(server.url, str(ledger))
+    assert CLI_KEY not in server.output and ENV_KEY not in server.output
 
 
 def test_the_openai_sdk_with_a_key(served: Served) -> None:

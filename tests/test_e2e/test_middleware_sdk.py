@@ -8,16 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import signal
-import socket
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import httpx
@@ -72,12 +68,6 @@ class Served:
     ledger: str
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _write_config(folder: Path) -> tuple[Path, Path]:
     ledger = folder / "ledger.sqlite3"
     config = folder / "asgi-llm.toml"
@@ -85,41 +75,22 @@ def _write_config(folder: Path) -> tuple[Path, Path]:
     return config, ledger
 
 
-@contextmanager
-def serve(config: Path, ledger: Path) -> Iterator[Served]:
-    command = shutil.which("asgi-llm", path=str(Path(sys.executable).parent))
-    assert command, "the asgi-llm console script is installed"
-    port = _free_port()
-    process = subprocess.Popen(
-        [command, "serve", "--config", str(config), "--port", str(port), "--log-level", "warning"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={k: v for k, v in os.environ.items() if not k.startswith("ASGI_LLM_")},
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    try:
-        while True:
-            assert process.poll() is None, process.stdout.read() if process.stdout else ""
-            try:
-                if httpx.get(f"{url}/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "server did not become healthy"
-            time.sleep(0.1)
-        yield Served(url, str(ledger))
-    finally:
-        process.send_signal(signal.SIGINT)
-        output, _ = process.communicate(timeout=30)
-        assert process.returncode == 0, output
-        assert "Traceback" not in output
-        assert not any(key in output for key in (ACCT, NARROW, SLOW, BUDGET))
+@pytest.fixture(scope="module")
+def serve(asgi_llm_serve: Any) -> Callable[[Path, Path], AbstractContextManager[Served]]:
+    """`asgi-llm serve` on this config; never shows a key in its output."""
+
+    @contextmanager
+    def start(config: Path, ledger: Path) -> Iterator[Served]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ASGI_LLM_")}
+        with asgi_llm_serve("--config", str(config), env=env) as server:
+            yield Served(server.url, str(ledger))
+        assert not any(key in server.output for key in (ACCT, NARROW, SLOW, BUDGET))
+
+    return start
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def served(tmp_path_factory: pytest.TempPathFactory, serve: Any) -> Iterator[Served]:
     with serve(*_write_config(tmp_path_factory.mktemp("sdk"))) as server:
         yield server
 
@@ -179,7 +150,7 @@ def test_the_third_request_in_a_minute_is_rate_limited_with_retry_after(served: 
     assert statuses == [200, 200, 429]
 
 
-def test_a_token_budget_still_holds_after_a_restart(tmp_path: Path) -> None:
+def test_a_token_budget_still_holds_after_a_restart(tmp_path: Path, serve: Any) -> None:
     config, ledger = _write_config(tmp_path)
     with (
         serve(config, ledger) as first,
