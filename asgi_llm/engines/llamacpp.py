@@ -29,6 +29,7 @@ from ..core.events import (
     Finish,
     FinishReason,
     GenerationEvent,
+    ReasoningDelta,
     TextDelta,
     TokenLogprob,
     TopLogprob,
@@ -39,6 +40,7 @@ from .chat_template import CHATML, ChatTemplate
 from .constraints import LazyCalls, constraint_for, offers_tools
 from .grammar import Schema, harden
 from .inference_thread import InferenceThread
+from .reasoning import ReasoningSplitter
 from .stops import StopMatcher
 from .tool_calls import with_tools_note
 from .tool_detect import MARKERS, CallDetector, trigger_grammar
@@ -51,6 +53,7 @@ _SPLIT_MODES = {"none": 0, "layer": 1, "row": 2}
 _POOLING = {"mean": 1, "cls": 2, "last": 3}
 _GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
 _PENALTY_WINDOW = 64
+_THINK = ("<think>", "</think>")  # the reasoning block's markers, for models whose template or vocabulary has them
 _TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])  # llama_token_data
 internals: Any = _internals  # untyped; only its sampler chain is used
 
@@ -89,6 +92,9 @@ class LlamaCppEngine:
         self._piece_buffer = ctypes.create_string_buffer(64)
         self._candidates: Any = None  # every token's logit, for samplers run by hand (on the inference thread only)
         self._marker_tokens: dict[int, bytes] = {}  # tool-call markers that are control tokens, by id
+        self._template_thinks = False  # whether the chat template mentions the reasoning block's markers
+        self._thinks = False  # whether outputs are split into reasoning and answer
+        self._think_tokens: dict[int, bytes] = {}  # reasoning markers that are control tokens, by id
 
     @property
     def supports_embeddings(self) -> bool:
@@ -154,6 +160,7 @@ class LlamaCppEngine:
         self._llm = llama_cpp.Llama(model_path=cfg.resolved_path(), **self._load_options())
         self._template = self._chat_template()
         self._marker_tokens = self._control_markers()
+        self._thinks, self._think_tokens = self._reasoning_markers()
         self._llm.eval([self._llm.token_bos()])  # warm-up: first request pays no allocation
         self._llm.reset()
         log.info("loaded %s: %s", cfg.id, self.describe())
@@ -201,10 +208,32 @@ class LlamaCppEngine:
                 found[ids[0]] = marker.encode("utf-8")
         return found
 
+    def _reasoning_markers(self) -> tuple[bool, dict[int, bytes]]:
+        """Whether this model writes `<think>` blocks (its chat template mentions the marker, or its
+        vocabulary has it as one token), and those markers that are control tokens, by id."""
+        single = {}
+        for marker in _THINK:
+            ids = list(self._llm.tokenize(marker.encode("utf-8"), add_bos=False, special=True))
+            if len(ids) == 1:
+                single[ids[0]] = marker.encode("utf-8")
+        thinks = self._template_thinks or _THINK[0].encode("utf-8") in single.values()
+        if not thinks:
+            return False, {}
+        return True, {token: marker for token, marker in single.items() if not self._piece(token)}
+
+    def _splitter(self, prompt: list[int]) -> ReasoningSplitter | None:
+        """A reasoning splitter for an output after `prompt`, which starts inside the block if the
+        prompt opened it (as some templates do); None for models that do not reason in blocks."""
+        if not self._thinks:
+            return None
+        tail = self._llm.detokenize(prompt[-8:], special=True).decode("utf-8", "replace")
+        return ReasoningSplitter(*_THINK, inside=tail.rstrip().endswith(_THINK[0]))
+
     def _chat_template(self) -> ChatTemplate:
         llm = self._llm
         source = self.config.chat_template or llm.metadata.get("tokenizer.chat_template") or CHATML
         self._template_has_tools = "tools" in source
+        self._template_thinks = _THINK[0] in source
         model = llm._model
         return ChatTemplate(
             source,
@@ -262,7 +291,14 @@ class LlamaCppEngine:
                 if echo:
                     yield TextDelta(echo, index=index)
                 sampling = _Sampling(self, constraint.sampling, index, grammar, lazy)
-                events = self._decode(tokens, constraint.sampling, index, count_prompt=j == 0, sampling=sampling)
+                events = self._decode(
+                    tokens,
+                    constraint.sampling,
+                    index,
+                    count_prompt=j == 0,
+                    sampling=sampling,
+                    reasoning=constraint.schema is None,  # a grammar holds the whole output, from its start
+                )
                 yield from constraint.wrap(events)
 
     def _lazy(self, calls: LazyCalls) -> tuple[LazyCalls, str | None]:
@@ -304,11 +340,15 @@ class LlamaCppEngine:
         *,
         count_prompt: bool,
         sampling: _Sampling | None = None,
+        reasoning: bool = True,
     ) -> Generator[GenerationEvent | None, None, None]:
+        """One choice. With `reasoning`, a model's `<think>` block goes out as `ReasoningDelta`s; stop
+        sequences, logprobs and the watch for tool calls apply to the answer text only."""
         llm = self._llm
         cached = yield from self._ingest(prompt)
         sampler = sampling or _Sampling(self, params, index)
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        splitter = self._splitter(prompt) if reasoning else None
         stops = StopMatcher(params.stop)
         limit = params.max_tokens if params.max_tokens is not None else self.context_length - len(prompt)
         pending: list[TokenLogprob] = []
@@ -326,6 +366,12 @@ class LlamaCppEngine:
             if params.logprobs:
                 pending.append(self._logprob(token, piece, params.top_logprobs))
             text = decoder.decode(piece)
+            if splitter is not None:
+                thought, text = splitter.feed(text)
+                if thought:
+                    yield ReasoningDelta(thought, index=index)
+                if splitter.in_block:
+                    pending = []  # the tokens of reasoning and its markers have no logprobs to report
             sampler.saw(text)
             text = stops.feed(text)
             if stops.matched is not None:
@@ -338,7 +384,14 @@ class LlamaCppEngine:
                 pending = []
             llm.eval([token])
         if stops.matched is None:
-            rest = stops.feed(decoder.decode(b"", final=True))
+            rest = decoder.decode(b"", final=True)
+            if splitter is not None:
+                thought, rest = splitter.feed(rest)
+                last = splitter.finish()
+                thought, rest = thought + last.reasoning, rest + last.answer
+                if thought:
+                    yield ReasoningDelta(thought, index=index)
+            rest = stops.feed(rest)
             if stops.matched is None:
                 rest += stops.flush()
             if rest or pending:
@@ -543,10 +596,14 @@ class _Sampling:
         weakref.finalize(self, llama_cpp.llama_sampler_free, grammar)
 
     def piece(self, token: int) -> bytes:
-        """The token's bytes; while calls are watched for, a marker's too, though it is a control token."""
-        piece = self._engine._piece(token)
+        """The token's bytes; a reasoning marker's, and while calls are watched for a call marker's,
+        though it is a control token."""
+        engine = self._engine
+        piece = engine._piece(token)
+        if not piece and token in engine._think_tokens:
+            return engine._think_tokens[token]
         if not piece and self._watching:
-            return self._engine._marker_tokens.get(token, piece)
+            return engine._marker_tokens.get(token, piece)
         return piece
 
     def sample(self) -> int:

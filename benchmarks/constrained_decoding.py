@@ -1,0 +1,124 @@
+"""Per-token cost of grammar-constrained decoding, as a ratio to unconstrained decoding, in-process.
+
+Why this measures what it measures: structured output (`response_format` json_schema / json_object)
+decodes under a llama.cpp grammar. The engine checks the grammar against the token the sampler chain
+picks and only applies it to the whole vocabulary when that token is refused (see `_Sampling`), so the
+cost per token should stay close to unconstrained decoding. This drives `LlamaCppEngine` on its
+`InferenceThread` directly (no HTTP), with the packaged default model, the same chat prompt and greedy
+sampling for all three variants, and measures decode tokens/s between the first and the last text event
+of each generation: (completion_tokens - 1) / (last event time - first event time). Model load, prompt
+processing and time to first token are excluded; each variant's grammar is built per request, before the
+first token, so grammar construction is excluded too. One warm-up per variant, then the median of R runs,
+variants interleaved run by run so drift hits them alike.
+
+Run: .venv/bin/python benchmarks/constrained_decoding.py [--threads T] [--tokens N] [--repeats R] [--model PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import time
+
+from asgi_llm.config import ModelConfig, default_model_path
+from asgi_llm.core import ChatRequest, Finish, Message, OutputFormat, SamplingParams, TextDelta
+from asgi_llm.engines.inference_thread import InferenceThread
+from asgi_llm.engines.llamacpp import LlamaCppEngine
+
+PROMPT = (
+    "Describe a fictional person as a JSON object with the fields name, age, city, occupation and hobbies "
+    "(a list of strings). Reply with the JSON object only."
+)
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "age": {"type": "integer"},
+        "city": {"type": "string"},
+        "occupation": {"type": "string"},
+        "hobbies": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["name", "age", "city", "occupation", "hobbies"],
+}
+VARIANTS = {
+    "unconstrained": None,
+    "json_schema": OutputFormat(kind="json_schema", param="response_format", schema=SCHEMA),
+    "json_object": OutputFormat(kind="json_object", param="response_format"),
+}
+
+
+def request(fmt: OutputFormat | None, tokens: int) -> ChatRequest:
+    sampling = SamplingParams(max_tokens=tokens, temperature=0, output_format=fmt)
+    return ChatRequest(model="bench", messages=(Message("user", PROMPT),), sampling=sampling)
+
+
+async def generate_once(engine: LlamaCppEngine, fmt: OutputFormat | None, tokens: int) -> tuple[int, float, str]:
+    """Completion tokens, decode tokens/s between the first and the last text event, and the text."""
+    times: list[float] = []
+    parts: list[str] = []
+    produced = 0
+    async for event in engine.generate(request(fmt, tokens)):
+        if isinstance(event, TextDelta) and event.text:
+            times.append(time.perf_counter())
+            parts.append(event.text)
+        elif isinstance(event, Finish):
+            produced = event.usage.completion_tokens
+    span = times[-1] - times[0] if len(times) > 1 else 0.0
+    return produced, (produced - 1) / span if span > 0 else float("nan"), "".join(parts)
+
+
+async def measure(model: str, threads: int, tokens: int, repeats: int) -> dict[str, list[tuple[int, float, str]]]:
+    thread = InferenceThread()
+    thread.start()
+    engine = LlamaCppEngine(ModelConfig(id="bench", path=model, n_threads=threads, n_ctx=2048), thread)
+    try:
+        await engine.load()
+        for fmt in VARIANTS.values():  # warm-up
+            await generate_once(engine, fmt, tokens)
+        runs: dict[str, list[tuple[int, float, str]]] = {name: [] for name in VARIANTS}
+        for _ in range(repeats):
+            for name, fmt in VARIANTS.items():
+                runs[name].append(await generate_once(engine, fmt, tokens))
+        return runs
+    finally:
+        await engine.close()
+        await thread.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--tokens", type=int, default=96)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--model", default=None, help="GGUF file (default: the packaged default model)")
+    args = parser.parse_args()
+    model = args.model or default_model_path()
+    print(f"cores: {os.cpu_count()}  threads: {args.threads}  max_tokens: {args.tokens}  repeats: {args.repeats}")
+    print(f"model: {model}")
+
+    runs = asyncio.run(measure(model, args.threads, args.tokens, args.repeats))
+    medians = {name: statistics.median(r for _, r, _ in results) for name, results in runs.items()}
+    base = medians["unconstrained"]
+    print()
+    print(f"{'variant':<16}{'tokens':>8}{'tokens/s (median)':>20}{'ratio':>8}   runs")
+    for name, results in runs.items():
+        counts = sorted({count for count, _, _ in results})
+        shown = "/".join(str(c) for c in counts)
+        rates = " ".join(f"{r:.1f}" for _, r, _ in results)
+        print(f"{name:<16}{shown:>8}{medians[name]:>20.1f}{medians[name] / base:>8.3f}   {rates}")
+    print()
+    for name in VARIANTS:
+        if name != "unconstrained":
+            print(f"ratio {name}/unconstrained: {medians[name] / base:.3f}")
+    for name, results in runs.items():
+        texts = {text for _, _, text in results}
+        if len(texts) > 1:
+            print(f"WARNING: {name}: the generated texts differ between runs", file=sys.stderr)
+        print(f"\n{name} output: {results[0][2]!r}")
+
+
+if __name__ == "__main__":
+    main()
