@@ -13,6 +13,7 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -65,7 +66,13 @@ def _parsed_json(parsed: Parsed[Any]) -> dict[str, Any]:
     options = parsed.options
     if dataclasses.is_dataclass(options) and not isinstance(options, type):
         options = dataclasses.asdict(options)
-    return {"request": dataclasses.asdict(parsed.request), "stream": parsed.stream, "options": options}
+    return {
+        "request": dataclasses.asdict(parsed.request),
+        "stream": parsed.stream,
+        "options": options,
+        "keep_alive": parsed.keep_alive,
+        "load_only": parsed.load_only,
+    }
 
 
 def _check_outputs(case: Path, parsed: Parsed[Any], response: Any, stream: bytes | None) -> None:
@@ -73,6 +80,19 @@ def _check_outputs(case: Path, parsed: Parsed[Any], response: Any, stream: bytes
     _check_json(case, "response.json", response)
     if stream is not None:
         _check_bytes(case, "stream.txt", stream)
+
+
+@pytest.fixture
+def golden() -> SimpleNamespace:
+    """Every case-file helper in one object, for modules that pass them around."""
+    return SimpleNamespace(
+        load=_load,
+        check_json=_check_json,
+        check_bytes=_check_bytes,
+        parsed_json=_parsed_json,
+        events=_events,
+        catalog=_catalog,
+    )
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ read the diff.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import json
 import os
@@ -23,7 +22,7 @@ import pytest
 from pydantic import BaseModel
 
 from asgi_llm.adapters import ollama_chat, ollama_common, ollama_embed, ollama_generate, ollama_models, ollama_stream
-from asgi_llm.adapters.base import Meta, Parsed
+from asgi_llm.adapters.base import Meta
 from asgi_llm.adapters.ollama import OLLAMA, render_error
 from asgi_llm.core import (
     Embedding,
@@ -33,13 +32,9 @@ from asgi_llm.core import (
     LLMError,
     ModelCard,
     ModelNotFound,
-    ReasoningDelta,
-    TextDelta,
-    TokenLogprob,
     ToolCallDelta,
     ToolCallEnd,
     ToolCallStart,
-    TopLogprob,
     Usage,
 )
 
@@ -49,38 +44,12 @@ UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 GOLDEN = Path(__file__).parent / "golden"
 
 
-def _load(case: Path, name: str) -> Any:
-    return json.loads((case / name).read_text(encoding="utf-8"))
 
 
-def _check_json(case: Path, name: str, actual: Any) -> None:
-    actual = json.loads(json.dumps(actual))  # tuples → lists, as the wire sees it
-    path = case / name
-    if UPDATE:
-        path.write_text(json.dumps(actual, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    assert path.is_file(), f"missing golden {path}; run with UPDATE_GOLDEN=1"
-    assert actual == _load(case, name)
 
 
-def _check_bytes(case: Path, name: str, actual: bytes) -> None:
-    path = case / name
-    if UPDATE:
-        path.write_bytes(actual)
-    assert path.is_file(), f"missing golden {path}; run with UPDATE_GOLDEN=1"
-    assert actual == path.read_bytes()
 
 
-def _parsed_json(parsed: Parsed[Any]) -> dict[str, Any]:
-    options = parsed.options
-    if dataclasses.is_dataclass(options) and not isinstance(options, type):
-        options = dataclasses.asdict(options)
-    return {
-        "request": dataclasses.asdict(parsed.request),
-        "stream": parsed.stream,
-        "options": options,
-        "keep_alive": parsed.keep_alive,
-        "load_only": parsed.load_only,
-    }
 
 
 def conforms(model: type[BaseModel], body: Any) -> BaseModel:
@@ -90,24 +59,8 @@ def conforms(model: type[BaseModel], body: Any) -> BaseModel:
     return model.model_validate(body)
 
 
-def _logprob(raw: dict[str, Any]) -> TokenLogprob:
-    top = tuple(TopLogprob(t["token"], t["logprob"], t["token"].encode()) for t in raw.get("top", ()))
-    return TokenLogprob(raw["token"], raw["logprob"], raw["token"].encode(), top)
 
 
-def _event(raw: dict[str, Any]) -> GenerationEvent:
-    kind = raw["type"]
-    if kind == "text":
-        return TextDelta(raw["text"], logprobs=tuple(_logprob(t) for t in raw.get("logprobs", ())))
-    if kind == "reasoning":
-        return ReasoningDelta(raw["text"])
-    if kind == "tool_start":
-        return ToolCallStart(raw["id"], raw["name"], call_index=raw.get("call_index", 0))
-    if kind == "tool_delta":
-        return ToolCallDelta(raw["arguments"], call_index=raw.get("call_index", 0))
-    if kind == "tool_end":
-        return ToolCallEnd(call_index=raw.get("call_index", 0))
-    return Finish(raw["reason"], Usage(**raw["usage"]))
 
 
 def fake_clock(step_ns: int = 250_000_000) -> Callable[[], int]:
@@ -120,20 +73,20 @@ def _stream_lines(data: bytes) -> list[dict[str, Any]]:
     return [json.loads(line) for line in data[:-1].split(b"\n")]
 
 
-def _check_generation(module: Any, encoder: Any, response_type: type[BaseModel], case: Path) -> None:
-    parsed = module.parse(_load(case, "request.json"))
-    _check_json(case, "parsed.json", _parsed_json(parsed))
+def _check_generation(golden: Any, module: Any, encoder: Any, response_type: type[BaseModel], case: Path) -> None:
+    parsed = module.parse(golden.load(case, "request.json"))
+    golden.check_json(case, "parsed.json", golden.parsed_json(parsed))
     if parsed.load_only:
         assert not (case / "events.json").exists() and not (case / "stream.txt").exists()
         body = module.render(parsed, META, [])
         conforms(response_type, body)
-        _check_json(case, "response.json", body)
+        golden.check_json(case, "response.json", body)
         return
-    events = [_event(e) for e in _load(case, "events.json")]
+    events = golden.events(golden.load(case, "events.json"))
     body = module.render(parsed, META, events, now_ns=lambda: NOW_NS)
     conforms(response_type, body)
     assert body["done"] is True
-    _check_json(case, "response.json", body)
+    golden.check_json(case, "response.json", body)
     stream = encoder(parsed, META, clock=fake_clock())
     data = stream.open() + b"".join(stream.event(e) for e in events) + stream.close()
     assert stream.media_type == "application/x-ndjson"
@@ -141,41 +94,38 @@ def _check_generation(module: Any, encoder: Any, response_type: type[BaseModel],
     for line in lines:
         conforms(response_type, line)
     assert [line["done"] for line in lines] == [False] * (len(lines) - 1) + [True]
-    _check_bytes(case, "stream.txt", data)
+    golden.check_bytes(case, "stream.txt", data)
 
 
-def test_chat(ollama_chat_case: Path) -> None:
-    _check_generation(ollama_chat, ollama_chat.ChatStream, ollama.ChatResponse, ollama_chat_case)
+def test_chat(golden: Any, ollama_chat_case: Path) -> None:
+    _check_generation(golden, ollama_chat, ollama_chat.ChatStream, ollama.ChatResponse, ollama_chat_case)
 
 
-def test_generate(ollama_generate_case: Path) -> None:
-    _check_generation(ollama_generate, ollama_generate.GenerateStream, ollama.GenerateResponse, ollama_generate_case)
+def test_generate(golden: Any, ollama_generate_case: Path) -> None:
+    _check_generation(golden, ollama_generate, ollama_generate.GenerateStream, ollama.GenerateResponse, ollama_generate_case)
 
 
-def _embedding_result(case: Path) -> EmbeddingResult:
-    raw = _load(case, "result.json")["embeddings"]
+def _embedding_result(golden: Any, case: Path) -> EmbeddingResult:
+    raw = golden.load(case, "result.json")["embeddings"]
     return EmbeddingResult(tuple(Embedding(tuple(e["vector"]), e["tokens"]) for e in raw))
 
 
-def test_embed(ollama_embed_case: Path) -> None:
-    parsed = ollama_embed.parse_embed(_load(ollama_embed_case, "request.json"))
-    _check_json(ollama_embed_case, "parsed.json", _parsed_json(parsed))
-    body = ollama_embed.render_embed(parsed, META, _embedding_result(ollama_embed_case), now_ns=lambda: NOW_NS)
+def test_embed(golden: Any, ollama_embed_case: Path) -> None:
+    parsed = ollama_embed.parse_embed(golden.load(ollama_embed_case, "request.json"))
+    golden.check_json(ollama_embed_case, "parsed.json", golden.parsed_json(parsed))
+    body = ollama_embed.render_embed(parsed, META, _embedding_result(golden, ollama_embed_case), now_ns=lambda: NOW_NS)
     conforms(ollama.EmbedResponse, body)
-    _check_json(ollama_embed_case, "response.json", body)
+    golden.check_json(ollama_embed_case, "response.json", body)
 
 
-def test_legacy_embeddings(ollama_embeddings_case: Path) -> None:
-    parsed = ollama_embed.parse_embeddings(_load(ollama_embeddings_case, "request.json"))
-    _check_json(ollama_embeddings_case, "parsed.json", _parsed_json(parsed))
-    body = ollama_embed.render_embeddings(parsed, META, _embedding_result(ollama_embeddings_case))
+def test_legacy_embeddings(golden: Any, ollama_embeddings_case: Path) -> None:
+    parsed = ollama_embed.parse_embeddings(golden.load(ollama_embeddings_case, "request.json"))
+    golden.check_json(ollama_embeddings_case, "parsed.json", golden.parsed_json(parsed))
+    body = ollama_embed.render_embeddings(parsed, META, _embedding_result(golden, ollama_embeddings_case))
     conforms(ollama.EmbeddingsResponse, body)
-    _check_json(ollama_embeddings_case, "response.json", body)
+    golden.check_json(ollama_embeddings_case, "response.json", body)
 
 
-def _catalog() -> list[ModelCard]:
-    raw = json.loads((GOLDEN / "ollama_models" / "catalog.json").read_text())
-    return [ModelCard(**{**card, "aliases": tuple(card["aliases"])}) for card in raw]
 
 
 _HANDLERS: dict[str, tuple[Callable[[list[ModelCard], Any], tuple[int, Any]], type[BaseModel] | None]] = {
@@ -187,18 +137,18 @@ _HANDLERS: dict[str, tuple[Callable[[list[ModelCard], Any], tuple[int, Any]], ty
 }
 
 
-def test_models(ollama_models_case: Path) -> None:
-    request = _load(ollama_models_case, "request.json")
+def test_models(golden: Any, ollama_models_case: Path) -> None:
+    request = golden.load(ollama_models_case, "request.json")
     handler, response_type = _HANDLERS[request["handler"]]
     try:
-        status, body = handler(_catalog(), request.get("body"))
+        status, body = handler(golden.catalog("ollama_models"), request.get("body"))
     except LLMError as error:
         status, body = render_error(error)
         assert set(body) == {"error"}
     else:
         if response_type is not None:
             conforms(response_type, body)
-    _check_json(ollama_models_case, "response.json", {"status": status, "body": body})
+    golden.check_json(ollama_models_case, "response.json", {"status": status, "body": body})
 
 
 def test_routes_cover_the_api() -> None:
