@@ -82,7 +82,13 @@ class ModelConfig(BaseModel):
     embeddings: bool = Field(default=False, description="Also serve embeddings (loads an embedding context).")
     pooling: Literal["mean", "cls", "last"] = "mean"
     chat_template: str | None = Field(default=None, description="Overrides the template stored in the GGUF.")
-    max_queue: int = Field(default=64, ge=0, description="Requests that may wait for this model; beyond: 503.")
+    parallel: int = Field(
+        default=4, ge=1, le=64, description="Choices decoded together; each holds n_ctx positions of KV cache."
+    )
+    prefill_chunk: int = Field(
+        default=128, ge=1, description="Prompt tokens read per step while other choices stream (keeps them moving)."
+    )
+    max_queue: int = Field(default=64, ge=0, description="Requests that may wait for a free sequence; beyond: 503.")
     keep_alive: float | None = Field(default=None, description="Seconds idle before unloading; None = never.")
 
     @field_validator("aliases", mode="before")

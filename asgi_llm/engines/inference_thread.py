@@ -4,6 +4,7 @@ llama.cpp decodes at less than half speed as soon as its calls come from more th
 one thread (measured; see DESIGN.md), so nothing here uses a thread pool. Work
 arrives through a queue; streams advance one item (one token) per turn, so a
 short call such as tokenizing never waits for a long generation to finish.
+Steppers (a model's batch scheduler) get one `step()` per turn while they have work.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ import queue
 import threading
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Generator, Hashable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from ..core.errors import ModelNotReady
 
-__all__ = ["InferenceThread"]
+__all__ = ["Channel", "InferenceThread", "Stepper"]
 
 T = TypeVar("T")
 log = logging.getLogger("asgi_llm.inference")
@@ -28,7 +29,7 @@ _END = object()
 _STOP = object()
 
 
-class _Channel(Generic[T]):
+class Channel(Generic[T]):
     """Hands items from the inference thread to one coroutine without blocking the thread."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -59,6 +60,23 @@ class _Channel(Generic[T]):
         return self._items.popleft()
 
 
+class Stepper(Protocol):
+    """Work advanced a step at a time on the inference thread, e.g. one batched decode."""
+
+    @property
+    def active(self) -> bool:
+        """Whether a step would do anything (read on the inference thread)."""
+        ...
+
+    def step(self) -> None:
+        """One short unit of work; must not raise (errors go to whoever the work is for)."""
+        ...
+
+    def abandon(self, error: BaseException) -> None:
+        """End all work with `error`: the thread is stopping."""
+        ...
+
+
 class _CallJob:
     def __init__(self, fn: Callable[[], Any], future: concurrent.futures.Future[Any]) -> None:
         self.fn = fn
@@ -66,7 +84,7 @@ class _CallJob:
 
 
 class _StreamJob:
-    def __init__(self, lane: Hashable, make: Callable[[], Generator[Any, None, Any]], channel: _Channel[Any]) -> None:
+    def __init__(self, lane: Hashable, make: Callable[[], Generator[Any, None, Any]], channel: Channel[Any]) -> None:
         self.lane = lane
         self.make = make
         self.channel = channel
@@ -87,6 +105,8 @@ class InferenceThread:
         self._thread: threading.Thread | None = None
         self._running: dict[Hashable, _StreamJob] = {}
         self._waiting: dict[Hashable, deque[_StreamJob]] = {}
+        self._steppers: list[Stepper] = []  # touched on the inference thread only
+        self._stepping = False  # whether a stepper had work at the last turn (a snapshot for `busy`)
 
     @property
     def alive(self) -> bool:
@@ -95,7 +115,7 @@ class InferenceThread:
     @property
     def busy(self) -> bool:
         """Whether a stream is running or waiting (read from any thread; a snapshot)."""
-        return bool(self._running or self._waiting)
+        return bool(self._running or self._waiting or self._stepping)
 
     def start(self) -> None:
         if self.alive:
@@ -130,7 +150,7 @@ class InferenceThread:
         client gone) makes the thread close the iterator before its next step.
         """
         self._require_running()
-        channel: _Channel[T] = _Channel(asyncio.get_running_loop())
+        channel: Channel[T] = Channel(asyncio.get_running_loop())
         job = _StreamJob(lane, make, channel)
         self._inbox.put(job)
         try:
@@ -144,6 +164,13 @@ class InferenceThread:
         finally:
             job.cancelled = True
 
+    async def attach(self, stepper: Stepper) -> None:
+        """Step `stepper` every turn it is active, until `detach`."""
+        await self.call(lambda: self._steppers.append(stepper))
+
+    async def detach(self, stepper: Stepper) -> None:
+        await self.call(lambda: self._steppers.remove(stepper) if stepper in self._steppers else None)
+
     def _require_running(self) -> None:
         if not self.alive:
             raise ModelNotReady("The model server is not running.")
@@ -153,9 +180,17 @@ class InferenceThread:
     def _run(self) -> None:
         stopping = False
         while not stopping:
-            stopping = self._admit(block=not self._running)
+            active = [stepper for stepper in self._steppers if stepper.active]
+            self._stepping = bool(active)
+            stopping = self._admit(block=not self._running and not active)
             for job in list(self._running.values()):
                 self._step(job)
+            for stepper in active:
+                try:
+                    stepper.step()
+                except Exception:  # a stepper reports its own errors; the thread must go on
+                    log.exception("a scheduler step failed")
+        self._stepping = False
         self._cancel_all()
 
     def _admit(self, *, block: bool) -> bool:
@@ -224,6 +259,8 @@ class InferenceThread:
 
     def _cancel_all(self) -> None:
         gone = ModelNotReady("The model server is shutting down.")
+        for stepper in self._steppers:
+            stepper.abandon(gone)
         jobs = list(self._running.values()) + [j for q in self._waiting.values() for j in q]
         for job in jobs:
             if job.iterator is not None:

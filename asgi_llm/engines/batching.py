@@ -1,0 +1,311 @@
+"""Continuous batching: the choices in flight on one model are decoded together, one batched
+decode per step, and new ones join between steps.
+
+Pure orchestration, no `llama_cpp` here: the engine supplies a `Backend` for the three model
+calls and builds each choice's `Job`. Each of the model's `slots` is one sequence of its
+context; a slot keeps what it last decoded, so a new prompt that starts the same way (the
+next turn of a chat) skips that prefix. Prompts are fed in chunks beside the running
+choices' next tokens, so streams keep moving while a long prompt is read. Jobs wait in
+FIFO order for a free slot; a job whose client left is dropped before it costs anything.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple, Protocol
+
+from ..core.errors import InternalError
+from ..core.events import GenerationEvent
+
+__all__ = ["Backend", "BatchToken", "Job", "Scheduler", "Ticket", "END"]
+
+END = object()  # sent to a ticket when all of its choices have finished
+
+
+class BatchToken(NamedTuple):
+    token: int
+    position: int
+    sequence: int
+    logits: bool
+
+
+class Backend(Protocol):
+    def decode(self, batch: Sequence[BatchToken]) -> None:
+        """One batched decode; raises when the model refuses it."""
+        ...
+
+    def forget(self, sequence: int, start: int) -> None:
+        """Drop `sequence`'s cached tokens from position `start` on."""
+        ...
+
+    def copy(self, source: int, target: int) -> None:
+        """Make `target` hold everything `source` holds (`target` is emptied first)."""
+        ...
+
+
+class Ticket:
+    """One request: where its events go (`send` is False once nobody listens), and whether its
+    client is still there (set from the event loop, read here every step)."""
+
+    def __init__(self, send: Callable[[object], bool], choices: int) -> None:
+        self.send = send
+        self.cancelled = False
+        self.open = choices
+        self.admitted = False
+
+
+@dataclass(eq=False)
+class Job:
+    """One choice. After each decode that gave it logits (at batch row `logits`), `events` is
+    advanced up to its next `None`, having set `token` to what to decode next; it ends when
+    the choice is done. `group` marks choices of one prompt, which share its reading."""
+
+    ticket: Ticket
+    prompt: list[int]
+    group: object = None
+    events: Iterator[GenerationEvent | None] = field(default_factory=lambda: iter(()))
+    logits: int = -1
+    token: int | None = None
+    cached: int = 0  # prompt tokens found in the slot's cache
+    slot: _Slot | None = None
+    pending: list[int] = field(default_factory=list)  # prompt tokens still to decode
+    leader: Job | None = None  # a choice of the same prompt whose reading this one will copy
+    followers: list[Job] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class _Slot:
+    sequence: int
+    tokens: list[int] = field(default_factory=list)  # what its cache holds, position by position
+    job: Job | None = None
+    used: int = 0
+
+
+def _close_events(job: Job) -> None:
+    if isinstance(job.events, Generator):
+        job.events.close()
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class Scheduler:
+    """Runs on the inference thread only; `submit` and every step are called there."""
+
+    def __init__(self, backend: Backend, *, slots: int, batch: int, chunk: int) -> None:
+        self._backend = backend
+        self._slots = [_Slot(i) for i in range(slots)]
+        self._batch = max(batch, slots)
+        self._chunk = max(chunk, 1)
+        self._queue: deque[Job] = deque()
+        self._active: list[Job] = []
+        self._clock = 0
+        self.running = 0  # requests with a choice in a slot (read from the event loop: a snapshot)
+
+    @property
+    def active(self) -> bool:
+        return bool(self._queue or self._active)
+
+    def submit(self, jobs: Iterable[Job]) -> None:
+        self._queue.extend(jobs)
+
+    def step(self) -> None:
+        self._clock += 1
+        for job in [j for j in self._active if j.ticket.cancelled]:
+            self._end(job)
+        self._admit()
+        batch, fed = self._plan()
+        if not batch:
+            return
+        try:
+            self._backend.decode(batch)
+        except Exception as exc:
+            self._decode_failed(fed, exc)
+            return
+        ready = []
+        for job, tokens, row in fed:
+            assert job.slot is not None
+            job.slot.tokens.extend(tokens)
+            if job.token is not None:
+                job.token = None
+            else:
+                del job.pending[: len(tokens)]
+            if row is not None:
+                job.logits = row
+                ready.append(job)
+        for job in ready:
+            self._share(job)
+            self._advance(job)
+
+    def abandon(self, error: BaseException) -> None:
+        tickets = {id(j.ticket): j.ticket for j in (*self._active, *self._queue)}
+        for job in list(self._active):
+            _close_events(job)
+        for ticket in tickets.values():
+            if not ticket.cancelled:
+                ticket.send(error)
+            ticket.cancelled = True
+        self._active.clear()
+        self._queue.clear()
+        for slot in self._slots:
+            slot.job = None
+        self.running = 0
+
+    # -- admission ---------------------------------------------------------------
+
+    def _admit(self) -> None:
+        while self._queue:
+            job = self._queue[0]
+            if job.ticket.cancelled:
+                self._queue.popleft()
+                self._close(job)
+                continue
+            free = [slot for slot in self._slots if slot.job is None]
+            if not free:
+                return
+            self._queue.popleft()
+            leader = self._reading(job)
+            if leader is not None:
+                slot = min(free, key=lambda s: s.used)  # its cache is replaced by the leader's
+                job.leader = leader
+                leader.followers.append(job)
+            else:
+                slot = max(free, key=lambda s: (common_prefix(s.tokens, job.prompt), -s.used))
+            slot.job = job
+            job.slot = slot
+            if leader is None:
+                self._read_from_cache(job)
+            self._active.append(job)
+            if not job.ticket.admitted:
+                job.ticket.admitted = True
+                self.running += 1
+
+    def _reading(self, job: Job) -> Job | None:
+        """A running choice of the same prompt that has not produced a token yet."""
+        if job.group is None:
+            return None
+        for other in self._active:
+            if other.group is job.group and other.leader is None and other.logits < 0 and other.token is None:
+                return other
+        return None
+
+    def _read_from_cache(self, job: Job) -> None:
+        """Keep the slot's longest cached prefix of the prompt (all but its last token, whose
+        logits are needed); the rest is to be decoded."""
+        slot = job.slot
+        assert slot is not None
+        cached = min(common_prefix(slot.tokens, job.prompt), len(job.prompt) - 1)
+        if cached < len(slot.tokens):
+            self._backend.forget(slot.sequence, cached)
+            del slot.tokens[cached:]
+        job.cached = cached
+        job.pending = job.prompt[cached:]
+
+    # -- one step ------------------------------------------------------------------
+
+    def _plan(self) -> tuple[list[BatchToken], list[tuple[Job, list[int], int | None]]]:
+        """Every running choice's next token, then prompt chunks in arrival order while room is left."""
+        batch: list[BatchToken] = []
+        fed: list[tuple[Job, list[int], int | None]] = []
+        for job in self._active:
+            if job.token is not None and job.slot is not None:
+                batch.append(BatchToken(job.token, len(job.slot.tokens), job.slot.sequence, True))
+                fed.append((job, [job.token], len(batch) - 1))
+        room = self._batch - len(batch)
+        if batch:
+            room = min(room, self._chunk)  # a long prompt must not stall the streams
+        for job in self._active:
+            if room <= 0:
+                break
+            if not job.pending or job.leader is not None or job.slot is None:
+                continue
+            chunk = job.pending[:room]
+            last = len(chunk) == len(job.pending)
+            start = len(job.slot.tokens)
+            for offset, token in enumerate(chunk):
+                batch.append(BatchToken(token, start + offset, job.slot.sequence, last and offset == len(chunk) - 1))
+            fed.append((job, chunk, len(batch) - 1 if last else None))
+            room -= len(chunk)
+        return batch, fed
+
+    def _share(self, leader: Job) -> None:
+        """Followers take a copy of the leader's read prompt and sample from its logits."""
+        assert leader.slot is not None
+        for job in leader.followers:
+            assert job.slot is not None
+            self._backend.copy(leader.slot.sequence, job.slot.sequence)
+            job.slot.tokens = list(leader.slot.tokens)
+            job.cached = leader.cached
+            job.logits = leader.logits
+            job.leader = None
+        followers, leader.followers = leader.followers, []
+        for job in followers:
+            self._advance(job)
+
+    def _advance(self, job: Job) -> None:
+        ticket = job.ticket
+        if ticket.cancelled:
+            self._end(job)
+            return
+        try:
+            for item in job.events:
+                if item is None:
+                    assert job.token is not None, "a choice paused without a token to decode"
+                    return
+                if not ticket.send(item):
+                    ticket.cancelled = True
+        except Exception as exc:
+            if not ticket.cancelled:
+                ticket.send(exc)
+            ticket.cancelled = True
+        self._end(job)
+
+    def _decode_failed(self, fed: list[tuple[Job, list[int], int | None]], exc: Exception) -> None:
+        error = InternalError("The model failed to decode this request.")
+        error.__cause__ = exc
+        for job, _, _ in fed:
+            assert job.slot is not None
+            self._backend.forget(job.slot.sequence, 0)
+            job.slot.tokens.clear()
+            if not job.ticket.cancelled:
+                job.ticket.send(error)
+            job.ticket.cancelled = True
+            self._end(job)
+
+    # -- leaving -----------------------------------------------------------------
+
+    def _end(self, job: Job) -> None:
+        """The job leaves its slot, whose cache stays for the next prompt that starts the same way."""
+        _close_events(job)
+        slot = job.slot
+        if slot is not None:
+            slot.job = None
+            slot.used = self._clock
+            job.slot = None
+        if job in self._active:
+            self._active.remove(job)
+        for follower in job.followers:  # the leader left before reading its prompt: read alone
+            follower.leader = None
+            self._read_from_cache(follower)
+        job.followers = []
+        if job.leader is not None and job in job.leader.followers:
+            job.leader.followers.remove(job)
+        self._close(job)
+
+    def _close(self, job: Job) -> None:
+        ticket = job.ticket
+        ticket.open -= 1
+        if ticket.open > 0:
+            return
+        if ticket.admitted:
+            self.running -= 1
+        if not ticket.cancelled:
+            ticket.send(END)

@@ -1,0 +1,385 @@
+"""`LlamaCppEngine`: one GGUF model, its choices decoded together by a continuous-batching scheduler."""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, Generator, Sequence
+from typing import Any
+
+import llama_cpp
+
+from ...config import ModelConfig
+from ...core.errors import ContextOverflow, InvalidRequest, ModelNotReady, Overloaded, Unsupported
+from ...core.events import (
+    EmbeddingResult,
+    Finish,
+    FinishReason,
+    GenerationEvent,
+    ReasoningDelta,
+    TextDelta,
+    TokenLogprob,
+    Usage,
+)
+from ...core.requests import ChatRequest, EmbeddingRequest, GenerationRequest, SamplingParams
+from ..batching import END, Job, Scheduler, Ticket
+from ..chat_template import CHATML, ChatTemplate
+from ..constraints import LazyCalls, constraint_for, offers_tools
+from ..inference_thread import Channel, InferenceThread
+from ..reasoning import ReasoningSplitter
+from ..stops import StopMatcher
+from ..tool_calls import with_tools_note
+from ..tool_detect import MARKERS
+from .embedding import Embedder
+from .native import Decoder, Model, backend_info, new_context
+from .sampling import Sampling, checked_grammar, logprob
+
+__all__ = ["LlamaCppEngine"]
+
+log = logging.getLogger("asgi_llm.engine")
+
+_THINK = ("<think>", "</think>")  # the reasoning block's markers, for models whose template or vocabulary has them
+
+
+class LlamaCppEngine:
+    """One GGUF model. Up to `config.parallel` choices decode at once; the rest wait in FIFO order."""
+
+    def __init__(self, config: ModelConfig, thread: InferenceThread) -> None:
+        self.config = config
+        self._thread = thread
+        self._model: Model | None = None
+        self._decoder: Decoder | None = None
+        self._scheduler: Scheduler | None = None
+        self._embedder: Embedder | None = None
+        self._template: ChatTemplate | None = None
+        self._template_has_tools = False  # whether the chat template renders the tools it is given
+        self._template_thinks = False  # whether the chat template mentions the reasoning block's markers
+        self._thinks = False  # whether outputs are split into reasoning and answer
+        self._think_tokens: dict[int, bytes] = {}  # reasoning markers that are control tokens, by id
+        self._marker_tokens: dict[int, bytes] = {}  # tool-call markers that are control tokens, by id
+        self._pending = 0  # requests submitted and not finished (event loop side)
+        self.decoded_tokens = 0  # tokens sampled since load; read by metrics and tests
+
+    @property
+    def supports_embeddings(self) -> bool:
+        return self.config.embeddings
+
+    @property
+    def context_length(self) -> int:
+        """Positions one choice may use (prompt and output)."""
+        return self._decoder.per_sequence if self._decoder is not None else self.config.n_ctx
+
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for a free sequence (read by metrics and the queue bound)."""
+        running = self._scheduler.running if self._scheduler is not None else 0
+        return max(self._pending - running, 0)
+
+    def describe(self) -> dict[str, Any]:
+        if self._model is None:
+            return {}
+        return {
+            **backend_info(),
+            "n_ctx": self.context_length,
+            "parallel": self.config.parallel,
+            "n_gpu_layers": self.config.n_gpu_layers,
+            "n_threads": self.config.threads,
+            "n_params": self._model.n_params(),
+        }
+
+    async def load(self) -> None:
+        await self._thread.call(self._load)
+        assert self._scheduler is not None
+        await self._thread.attach(self._scheduler)
+
+    async def close(self) -> None:
+        if self._scheduler is not None:
+            await self._thread.detach(self._scheduler)
+        await self._thread.call(self._close)
+
+    def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
+        return self._generate(request)
+
+    async def embed(self, request: EmbeddingRequest) -> EmbeddingResult:
+        if self._model is None:
+            raise ModelNotReady("The model is not loaded yet.")
+        return await self._thread.call(lambda: self._embed(request))
+
+    async def count_tokens(self, request: GenerationRequest) -> int:
+        if self._model is None:
+            raise ModelNotReady("The model is not loaded yet.")
+        return await self._thread.call(lambda: sum(len(tokens) for tokens, _ in self._prompts(request)))
+
+    async def _generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
+        if self._model is None:
+            raise ModelNotReady("The model is not loaded yet.")
+        if self.waiting >= self.config.max_queue and not self._free_now():
+            raise Overloaded("Too many requests are waiting for this model; retry shortly.")
+        channel: Channel[object] = Channel(asyncio.get_running_loop())
+        ticket = Ticket(channel.send, choices=0)
+        self._pending += 1
+        try:
+            await self._thread.call(lambda: self._submit(request, ticket))
+            while True:
+                item = await channel.receive()
+                if item is END:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item  # type: ignore[misc]
+        finally:
+            ticket.cancelled = True
+            self._pending -= 1
+
+    def _free_now(self) -> bool:
+        """Whether a sequence is free for a request arriving now (a snapshot)."""
+        running = self._scheduler.running if self._scheduler is not None else 0
+        return self._pending <= running and running < self.config.parallel
+
+    # -- on the inference thread -------------------------------------------------
+
+    def _load(self) -> None:
+        cfg = self.config
+        self._model = model = Model(cfg)
+        context = new_context(model, cfg, sequences=cfg.parallel)
+        self._decoder = Decoder(context, capacity=max(cfg.n_batch, cfg.parallel))
+        self._scheduler = Scheduler(self._decoder, slots=cfg.parallel, batch=cfg.n_batch, chunk=cfg.prefill_chunk)
+        self._template = self._chat_template()
+        self._marker_tokens = self._control_markers()
+        self._thinks, self._think_tokens = self._reasoning_markers()
+        self._decoder.warm_up(model.bos)  # the first request pays no allocation
+        log.info("loaded %s: %s", cfg.id, self.describe())
+        if cfg.n_gpu_layers and not llama_cpp.llama_supports_gpu_offload():
+            log.warning("n_gpu_layers=%s asked for, but this llama-cpp-python build has no GPU offload", cfg.n_gpu_layers)
+
+    def _close(self) -> None:
+        if self._scheduler is not None:
+            self._scheduler.abandon(ModelNotReady("The model was unloaded."))
+        if self._decoder is not None:
+            self._decoder.close()
+        for owner in (self._embedder, self._model):
+            if owner is not None:
+                owner.close()
+        self._model = self._decoder = self._scheduler = self._embedder = None
+
+    def _control_markers(self) -> dict[int, bytes]:
+        """Tool-call markers this vocabulary has as single control tokens (Llama 3's `<|python_tag|>`,
+        Mistral's `[TOOL_CALLS]`): their pieces are empty in plain text, so calls watch for their ids."""
+        model = self._loaded()
+        found = {}
+        for marker in MARKERS:
+            ids = model.tokenize(marker, add_bos=False)
+            if len(ids) == 1 and not model.piece(ids[0]):
+                found[ids[0]] = marker.encode("utf-8")
+        return found
+
+    def _reasoning_markers(self) -> tuple[bool, dict[int, bytes]]:
+        """Whether this model writes `<think>` blocks (its chat template mentions the marker, or its
+        vocabulary has it as one token), and those markers that are control tokens, by id."""
+        model = self._loaded()
+        single = {}
+        for marker in _THINK:
+            ids = model.tokenize(marker, add_bos=False)
+            if len(ids) == 1:
+                single[ids[0]] = marker.encode("utf-8")
+        thinks = self._template_thinks or _THINK[0].encode("utf-8") in single.values()
+        if not thinks:
+            return False, {}
+        return True, {token: marker for token, marker in single.items() if not model.piece(token)}
+
+    def _splitter(self, prompt: list[int]) -> ReasoningSplitter | None:
+        """A reasoning splitter for an output after `prompt`, which starts inside the block if the
+        prompt opened it (as some templates do); None for models that do not reason in blocks."""
+        if not self._thinks:
+            return None
+        tail = self._loaded().detokenize(prompt[-8:], special=True)
+        return ReasoningSplitter(*_THINK, inside=tail.rstrip().endswith(_THINK[0]))
+
+    def _chat_template(self) -> ChatTemplate:
+        model = self._loaded()
+        source = self.config.chat_template or model.metadata.get("tokenizer.chat_template") or CHATML
+        self._template_has_tools = "tools" in source
+        self._template_thinks = _THINK[0] in source
+        return ChatTemplate(source, bos_token=model.token_text(model.bos), eos_token=model.token_text(model.eos))
+
+    def _loaded(self) -> Model:
+        if self._model is None:
+            raise ModelNotReady("The model is not loaded.")
+        return self._model
+
+    def _prompts(self, request: GenerationRequest) -> list[tuple[list[int], str | None]]:
+        """Each prompt's tokens, and the text to echo before its output (completions only)."""
+        model = self._loaded()
+        if isinstance(request, ChatRequest):
+            assert self._template is not None
+            messages = request.messages
+            if offers_tools(request) and not self._template_has_tools:
+                messages = with_tools_note(messages, request.tools)
+            text = self._template.render(messages, tools=request.tools)
+            return [(model.tokenize(text, add_bos=not text.startswith(self._template.bos_token or "\0")), None)]
+        prompts = []
+        for i, prompt in enumerate(request.prompts):
+            if isinstance(prompt, str):
+                prompts.append((model.tokenize(prompt, add_bos=True), prompt if request.echo else None))
+            else:
+                tokens = self._checked_ids(prompt, f"prompt[{i}]")
+                prompts.append((tokens, model.detokenize(tokens) if request.echo else None))
+        return prompts
+
+    def _checked_ids(self, ids: Sequence[int], param: str) -> list[int]:
+        n_vocab = self._loaded().n_vocab
+        for i, token in enumerate(ids):
+            if not 0 <= token < n_vocab:
+                raise InvalidRequest(f"Token id {token} is outside this model's vocabulary (0..{n_vocab - 1}).", param=f"{param}[{i}]")
+        return list(ids)
+
+    def _submit(self, request: GenerationRequest, ticket: Ticket) -> None:
+        """Check the request and queue one job per choice; request errors raise here, before any event."""
+        model = self._loaded()
+        assert self._scheduler is not None and self._decoder is not None
+        constraint = constraint_for(request)
+        grammar = checked_grammar(model, constraint.schema, constraint.param) if constraint.schema is not None else None
+        lazy = self._lazy(constraint.lazy) if constraint.lazy is not None else None
+        prompts = self._prompts(request)
+        for tokens, _ in prompts:
+            self._check_fits(tokens, request)
+        jobs = []
+        for p, (tokens, echo) in enumerate(prompts):
+            group = object()
+            for j in range(request.n):
+                index = p * request.n + j
+                job = Job(ticket, tokens, group=group)
+                sampling = Sampling(
+                    model,
+                    self._decoder.logits,
+                    constraint.sampling,
+                    index,
+                    grammar=grammar,
+                    lazy=lazy,
+                    control_pieces=self._think_tokens,
+                    call_markers=self._marker_tokens,
+                )
+                events = self._choice(
+                    job,
+                    constraint.sampling,
+                    index,
+                    sampling,
+                    echo=echo,
+                    count_prompt=j == 0,
+                    reasoning=constraint.schema is None,  # a grammar holds the whole output, from its start
+                )
+                job.events = iter(constraint.wrap(events))
+                jobs.append(job)
+        ticket.open = len(jobs)
+        self._scheduler.submit(jobs)
+
+    def _lazy(self, calls: LazyCalls) -> tuple[LazyCalls, str | None]:
+        """`auto` calls, with the grammar of one call if decoding can hold calls to it."""
+        if calls.schema is None:
+            return calls, None
+        try:
+            return calls, checked_grammar(self._loaded(), calls.schema, "tools")
+        except Unsupported:
+            return calls, None
+
+    def _check_fits(self, tokens: list[int], request: GenerationRequest) -> None:
+        if not tokens:
+            raise InvalidRequest("The prompt is empty.", param="prompt")
+        n_ctx = self.context_length
+        limit = request.sampling.max_tokens
+        if len(tokens) >= n_ctx or (limit is not None and len(tokens) + limit > n_ctx):
+            asked = f" and {limit} for the output" if limit is not None else ""
+            raise ContextOverflow(
+                f"This model's maximum context length is {n_ctx} tokens; the prompt needs {len(tokens)}{asked}.",
+                param="messages" if isinstance(request, ChatRequest) else "prompt",
+            )
+
+    def _choice(
+        self,
+        job: Job,
+        params: SamplingParams,
+        index: int,
+        sampling: Sampling,
+        *,
+        echo: str | None,
+        count_prompt: bool,
+        reasoning: bool,
+    ) -> Generator[GenerationEvent | None, None, None]:
+        """One choice, advanced by the scheduler each time its logits are ready; `None` hands it
+        the next token to decode. With `reasoning`, a model's `<think>` block goes out as
+        `ReasoningDelta`s; stop sequences, logprobs and the watch for tool calls apply to the
+        answer text only."""
+        model = self._loaded()
+        decoder = self._decoder
+        assert decoder is not None
+        prompt = job.prompt
+        if echo:
+            yield TextDelta(echo, index=index)
+        utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        splitter = self._splitter(prompt) if reasoning else None
+        stops = StopMatcher(params.stop)
+        room = self.context_length - len(prompt)
+        limit = min(params.max_tokens, room) if params.max_tokens is not None else room
+        pending: list[TokenLogprob] = []
+        produced = 0
+        reason: FinishReason = "length"
+        while produced < limit:
+            token = sampling.sample(job.logits, decoder.context)
+            if model.is_end(token):
+                reason = "stop"
+                break
+            produced += 1
+            self.decoded_tokens += 1
+            piece = sampling.piece(token)
+            if params.logprobs:
+                pending.append(logprob(model, decoder.logits(job.logits), token, piece, params.top_logprobs))
+            text = utf8.decode(piece)
+            if splitter is not None:
+                thought, text = splitter.feed(text)
+                if thought:
+                    yield ReasoningDelta(thought, index=index)
+                if splitter.in_block:
+                    pending = []  # the tokens of reasoning and its markers have no logprobs to report
+            sampling.saw(text)
+            text = stops.feed(text)
+            if stops.matched is not None:
+                reason = "stop"
+                if text or pending:
+                    yield TextDelta(text, index=index, logprobs=tuple(pending))
+                break
+            if text:
+                yield TextDelta(text, index=index, logprobs=tuple(pending))
+                pending = []
+            if produced < limit:
+                job.token = token
+                yield None
+        if stops.matched is None:
+            rest = utf8.decode(b"", final=True)
+            if splitter is not None:
+                thought, rest = splitter.feed(rest)
+                last = splitter.finish()
+                thought, rest = thought + last.reasoning, rest + last.answer
+                if thought:
+                    yield ReasoningDelta(thought, index=index)
+            rest = stops.feed(rest)
+            if stops.matched is None:
+                rest += stops.flush()
+            if rest or pending:
+                yield TextDelta(rest, index=index, logprobs=tuple(pending))
+        yield Finish(
+            reason,
+            Usage(
+                prompt_tokens=len(prompt) if count_prompt else 0,
+                completion_tokens=produced,
+                cached_tokens=job.cached if count_prompt else 0,
+            ),
+            index=index,
+            stop_sequence=stops.matched,
+        )
+
+    def _embed(self, request: EmbeddingRequest) -> EmbeddingResult:
+        if self._embedder is None:
+            self._embedder = Embedder(self.config, self.context_length)
+        return self._embedder.embed(request, self._checked_ids)

@@ -1,0 +1,166 @@
+"""A model and its batched context, built from a `ModelConfig`, and the decode calls the
+scheduler needs. Called on the inference thread only."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from typing import Any
+
+import llama_cpp
+from llama_cpp import _internals
+from llama_cpp._logger import set_verbose
+
+from ...config import ModelConfig
+from ...core.errors import InternalError
+from ..batching import BatchToken
+
+__all__ = ["Decoder", "Model", "SPLIT_MODES", "backend_info", "new_context"]
+
+internals: Any = _internals  # untyped
+SPLIT_MODES = {"none": 0, "layer": 1, "row": 2}
+_GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
+_ALL_LAYERS = 0x7FFFFFFF
+
+
+def backend_info() -> dict[str, Any]:
+    """What this llama.cpp build can do, for health output and logs."""
+    return {
+        "llama_cpp_python": llama_cpp.__version__,
+        "gpu_offload": bool(llama_cpp.llama_supports_gpu_offload()),
+        "mmap": bool(llama_cpp.llama_supports_mmap()),
+        "mlock": bool(llama_cpp.llama_supports_mlock()),
+    }
+
+
+class Model:
+    """The weights and vocabulary: tokenizing and token pieces need no context."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        set_verbose(False)  # llama.cpp logs through a process-wide hook; keep it quiet
+        llama_cpp.llama_backend_init()
+        params = llama_cpp.llama_model_default_params()
+        params.n_gpu_layers = _ALL_LAYERS if config.n_gpu_layers == -1 else config.n_gpu_layers
+        params.split_mode = SPLIT_MODES[config.split_mode]
+        params.main_gpu = config.main_gpu
+        if config.tensor_split:
+            self._tensor_split = (ctypes.c_float * llama_cpp.LLAMA_MAX_DEVICES)(*config.tensor_split)
+            params.tensor_split = self._tensor_split  # the array must outlive the load
+        if config.use_mmap and config.use_mlock:
+            params.load_mode = llama_cpp.LLAMA_LOAD_MODE_MMAP_MLOCK
+        elif config.use_mlock:
+            params.load_mode = llama_cpp.LLAMA_LOAD_MODE_MLOCK
+        elif config.use_mmap:
+            params.load_mode = llama_cpp.LLAMA_LOAD_MODE_MMAP
+        else:
+            params.load_mode = llama_cpp.LLAMA_LOAD_MODE_NONE
+        self.native: Any = internals.LlamaModel(path_model=config.resolved_path(), params=params, verbose=False)
+        self.vocab = self.native.vocab
+        self.n_vocab = int(self.native.n_vocab())
+        self.metadata: dict[str, str] = self.native.metadata()
+        self.bos = int(self.native.token_bos())
+        self.eos = int(self.native.token_eos())
+        self.adds_bos = bool(self.native.add_bos_token())
+        self._piece_buffer = ctypes.create_string_buffer(64)
+
+    def close(self) -> None:
+        self.native.close()
+
+    def tokenize(self, text: str, *, add_bos: bool, special: bool = True) -> list[int]:
+        return [int(t) for t in self.native.tokenize(text.encode("utf-8"), add_bos and self.adds_bos, special)]
+
+    def detokenize(self, tokens: Sequence[int], *, special: bool = False) -> str:
+        return bytes(self.native.detokenize(list(tokens), special)).decode("utf-8", "replace")
+
+    def token_text(self, token: int) -> str:
+        return str(self.native.token_get_text(token))
+
+    def piece(self, token: int) -> bytes:
+        """The exact bytes of one token (a piece may be part of a UTF-8 character)."""
+        size = len(self._piece_buffer)
+        n = llama_cpp.llama_token_to_piece(self.vocab, token, self._piece_buffer, size, 0, False)
+        if n < 0:
+            self._piece_buffer = ctypes.create_string_buffer(-n)
+            return self.piece(token)
+        return self._piece_buffer.raw[:n]
+
+    def is_end(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+
+    def n_params(self) -> int:
+        return int(self.native.n_params())
+
+
+def new_context(model: Model, config: ModelConfig, *, sequences: int) -> Any:
+    """A context of `sequences` sequences with `n_ctx` positions each, in separate KV streams
+    (a sequence attends to its own cells only, which keeps batched decoding fast)."""
+    params = llama_cpp.llama_context_default_params()
+    per_sequence = config.n_ctx or int(model.native.n_ctx_train())
+    params.n_ctx = per_sequence * sequences
+    params.n_seq_max = sequences
+    params.kv_unified = False
+    params.n_batch = max(config.n_batch, sequences)
+    params.n_ubatch = min(config.n_ubatch, params.n_batch)
+    params.n_threads = config.threads
+    params.n_threads_batch = config.n_threads_batch or config.threads
+    params.offload_kqv = config.offload_kqv
+    params.flash_attn_type = (
+        llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if config.flash_attn else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+    )
+    if config.type_k:
+        params.type_k = _GGML_TYPES[config.type_k]
+    if config.type_v:
+        params.type_v = _GGML_TYPES[config.type_v]
+    params.no_perf = True
+    return internals.LlamaContext(model=model.native, params=params, verbose=False)
+
+
+class Decoder:
+    """The scheduler's `Backend` over one context: batched decodes and per-sequence cache edits."""
+
+    def __init__(self, context: Any, capacity: int) -> None:
+        self.context = context
+        self._ctx = context.ctx
+        self._memory = llama_cpp.llama_get_memory(self._ctx)
+        self._capacity = capacity
+        self._batch: Any = llama_cpp.llama_batch_init(capacity, 0, 1)
+
+    @property
+    def per_sequence(self) -> int:
+        return int(llama_cpp.llama_n_ctx_seq(self._ctx))
+
+    def close(self) -> None:
+        if self._batch is not None:
+            llama_cpp.llama_batch_free(self._batch)
+            self._batch = None
+        self.context.close()
+
+    def decode(self, batch: Sequence[BatchToken]) -> None:
+        native = self._batch
+        assert len(batch) <= self._capacity
+        token, pos, n_seq_id, seq_id, logits = native.token, native.pos, native.n_seq_id, native.seq_id, native.logits
+        for i, entry in enumerate(batch):
+            token[i] = entry.token
+            pos[i] = entry.position
+            n_seq_id[i] = 1
+            seq_id[i][0] = entry.sequence
+            logits[i] = entry.logits
+        native.n_tokens = len(batch)
+        status = llama_cpp.llama_decode(self._ctx, native)
+        if status != 0:
+            raise InternalError(f"llama_decode returned {status}")
+
+    def forget(self, sequence: int, start: int) -> None:
+        llama_cpp.llama_memory_seq_rm(self._memory, sequence, start, -1)
+
+    def copy(self, source: int, target: int) -> None:
+        llama_cpp.llama_memory_seq_rm(self._memory, target, -1, -1)
+        llama_cpp.llama_memory_seq_cp(self._memory, source, target, -1, -1)
+
+    def logits(self, row: int) -> Any:
+        """The logits of batch row `row` of the last decode (a ctypes float pointer)."""
+        return llama_cpp.llama_get_logits_ith(self._ctx, row)
+
+    def warm_up(self, token: int) -> None:
+        self.decode([BatchToken(token, 0, 0, True)])
+        llama_cpp.llama_memory_clear(self._memory, True)

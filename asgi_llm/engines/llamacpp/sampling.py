@@ -1,0 +1,220 @@
+"""Choosing each next token: a sampler chain per choice, a grammar beside it when the output
+is held to one, and the logprobs a client asked for. On the inference thread only."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import logging
+import math
+import random
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import llama_cpp
+import numpy as np
+from llama_cpp import _internals
+from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+from ...core.errors import InternalError, Unsupported
+from ...core.events import TokenLogprob, TopLogprob
+from ...core.requests import SamplingParams
+from ..constraints import LazyCalls
+from ..grammar import Schema, harden
+from ..tool_detect import CallDetector, trigger_grammar
+from .native import Model
+
+__all__ = ["Sampling", "checked_grammar", "logprob"]
+
+log = logging.getLogger("asgi_llm.engine")
+internals: Any = _internals  # untyped; only its sampler chain is used
+_PENALTY_WINDOW = 64
+_TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])  # llama_token_data
+Logits = Callable[[int], Any]  # batch row -> the ctypes float pointer of its logits
+
+
+def checked_grammar(model: Model, schema: Schema, param: str) -> str:
+    """The grammar for `schema` (llama.cpp's own converter, on a schema `grammar.enforceable` has
+    rewritten), parsed once by llama.cpp here so a failure is a 400, not a crash later."""
+    try:
+        gbnf = harden(json_schema_to_gbnf(json.dumps(schema)))
+    except Exception:  # it asserts on what it cannot express; `enforceable` should have said so first
+        log.warning("the grammar converter failed on a checked schema for %s", param, exc_info=True)
+        raise Unsupported(f"The schema in '{param}' cannot be enforced while decoding.", param=param) from None
+    sampler = llama_cpp.llama_sampler_init_grammar(model.vocab, gbnf.encode("utf-8"), b"root")
+    if not sampler:
+        log.warning("llama.cpp rejected the grammar built for %s", param)
+        raise Unsupported(f"The schema in '{param}' cannot be enforced while decoding.", param=param)
+    llama_cpp.llama_sampler_free(sampler)
+    return gbnf
+
+
+def logprob(model: Model, logits: Any, token: int, piece: bytes, top_n: int) -> TokenLogprob:
+    values = np.ctypeslib.as_array(logits, shape=(model.n_vocab,))
+    peak = float(values.max())
+    log_total = peak + math.log(float(np.exp(values - peak).sum()))
+    top: tuple[TopLogprob, ...] = ()
+    if top_n:
+        best = np.argpartition(-values, top_n)[:top_n]
+        best = best[np.argsort(-values[best])]
+        top = tuple(_top_entry(model, int(t), float(values[t]) - log_total) for t in best)
+    return TokenLogprob(token=piece.decode("utf-8", "replace"), logprob=float(values[token]) - log_total, bytes=piece, top=top)
+
+
+def _top_entry(model: Model, token: int, value: float) -> TopLogprob:
+    piece = model.piece(token)
+    return TopLogprob(token=piece.decode("utf-8", "replace"), logprob=value, bytes=piece)
+
+
+def _chain(params: SamplingParams, index: int, n_vocab: int) -> Any:
+    chain = internals.LlamaSampler()
+    if params.logit_bias:
+        chain.add_logit_bias(n_vocab, dict(params.logit_bias))
+    if params.repeat_penalty != 1.0 or params.frequency_penalty or params.presence_penalty:
+        chain.add_penalties(n_vocab, _PENALTY_WINDOW, params.repeat_penalty, params.frequency_penalty, params.presence_penalty)
+    if params.temperature <= 0:
+        chain.add_greedy()
+        return chain
+    if params.top_k > 0:
+        chain.add_top_k(params.top_k)
+    if params.top_p < 1.0:
+        chain.add_top_p(params.top_p, 1)
+    if params.min_p > 0:
+        chain.add_min_p(params.min_p, 1)
+    chain.add_temp(params.temperature)
+    seed = params.seed + index if params.seed is not None else random.getrandbits(32)
+    chain.add_dist(seed & 0xFFFFFFFF)
+    return chain
+
+
+def _grammar_sampler(model: Model, gbnf: str) -> Any:
+    """A grammar sampler of its own, not in any chain yet; the caller frees it or hands it on."""
+    sampler = llama_cpp.llama_sampler_init_grammar(model.vocab, gbnf.encode("utf-8"), b"root")
+    if not sampler:
+        raise InternalError("The output grammar could not be built.")
+    return sampler
+
+
+def _allows(grammar: Any, token: int) -> bool:
+    data = (llama_cpp.llama_token_data * 1)(llama_cpp.llama_token_data(token, 0.0, 0.0))
+    candidates = llama_cpp.llama_token_data_array(data=data, size=1, selected=-1, sorted=False)
+    llama_cpp.llama_sampler_apply(grammar, ctypes.byref(candidates))
+    return math.isfinite(data[0].logit)
+
+
+def _primed(model: Model, gbnf: str, text: str) -> Any:
+    """A grammar sampler that has taken `text` already, or None where it would not.
+
+    A token the grammar does not allow must never reach `llama_sampler_accept`: llama.cpp
+    throws from there, and an exception cannot cross into Python. Each is checked first.
+    """
+    try:
+        grammar = _grammar_sampler(model, gbnf)
+    except InternalError:
+        log.warning("llama.cpp rejected a tool-call grammar")
+        return None
+    tokens = model.tokenize(text, add_bos=False, special=False) if text else []
+    spelled = b"".join(model.piece(t) for t in tokens).decode("utf-8", "replace")
+    primed = spelled in (text, " " + text)
+    for token in tokens if primed else ():
+        if not _allows(grammar, token):
+            primed = False
+            break
+        llama_cpp.llama_sampler_accept(grammar, token)
+    if not primed:
+        llama_cpp.llama_sampler_free(grammar)
+        return None
+    return grammar
+
+
+class Sampling:
+    """One choice's sampling: the sampler chain, and a grammar beside it when the output is held to one.
+
+    The grammar is checked against the token the chain picks, and only when it refuses that token
+    is it applied to the whole vocabulary and the pick made again (llama.cpp's own server does the
+    same): most tokens cost one check instead of a pass over every token. With `lazy` calls the
+    text is watched, and the grammar joins once a call begins, primed with the call so far.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        logits: Logits,
+        params: SamplingParams,
+        index: int,
+        *,
+        grammar: str | None = None,
+        lazy: tuple[LazyCalls, str | None] | None = None,
+        control_pieces: Mapping[int, bytes] = {},
+        call_markers: Mapping[int, bytes] = {},
+    ) -> None:
+        self._model = model
+        self._logits = logits
+        self._chain = _chain(params, index, model.n_vocab)
+        self._control_pieces = control_pieces  # reasoning markers that are control tokens
+        self._call_markers = call_markers  # tool-call markers that are control tokens
+        self._grammar: Any = None
+        self._candidates: Any = None
+        if grammar is not None:
+            self._hold(_grammar_sampler(model, grammar))
+        self._watching = lazy is not None  # for calls in free text
+        self._lazy = lazy if lazy is not None and lazy[1] is not None else None
+        self._trigger = CallDetector(self._lazy[0].checks) if self._lazy is not None else None
+
+    def _hold(self, grammar: Any) -> None:
+        self._grammar = grammar
+        weakref.finalize(self, llama_cpp.llama_sampler_free, grammar)
+
+    def piece(self, token: int) -> bytes:
+        """The token's bytes; a reasoning marker's, and while calls are watched for a call marker's,
+        though it is a control token."""
+        piece = self._model.piece(token)
+        if not piece and token in self._control_pieces:
+            return self._control_pieces[token]
+        if not piece and self._watching:
+            return self._call_markers.get(token, piece)
+        return piece
+
+    def sample(self, row: int, context: Any) -> int:
+        """The next token from batch row `row` of the last decode on `context`."""
+        if self._grammar is None:
+            return int(self._chain.sample(context, row))
+        token = self._pick(row, None)
+        if not _allows(self._grammar, token):
+            token = self._pick(row, self._grammar)
+        llama_cpp.llama_sampler_accept(self._chain.sampler, token)
+        llama_cpp.llama_sampler_accept(self._grammar, token)
+        return token
+
+    def _pick(self, row: int, grammar: Any) -> int:
+        """What the chain picks from row `row`'s logits, after `grammar` (if any) has ruled; nothing accepted."""
+        n_vocab = self._model.n_vocab
+        if self._candidates is None:
+            self._candidates = np.zeros(n_vocab, dtype=_TOKEN_DATA)
+        candidates = self._candidates
+        candidates["id"] = np.arange(n_vocab, dtype=np.int32)
+        candidates["logit"] = np.ctypeslib.as_array(self._logits(row), shape=(n_vocab,))
+        candidates["p"] = 0.0
+        view = llama_cpp.llama_token_data_array(
+            data=candidates.ctypes.data_as(llama_cpp.llama_token_data_p), size=n_vocab, selected=-1, sorted=False
+        )
+        if grammar is not None:
+            llama_cpp.llama_sampler_apply(grammar, ctypes.byref(view))
+        llama_cpp.llama_sampler_apply(self._chain.sampler, ctypes.byref(view))
+        return int(candidates["id"][view.selected])
+
+    def saw(self, text: str) -> None:
+        trigger = self._trigger
+        if trigger is None or self._lazy is None:
+            return
+        trigger.feed(text)
+        if not trigger.in_call:
+            return
+        self._trigger = None
+        calls, call_gbnf = self._lazy
+        assert call_gbnf is not None
+        gbnf = trigger_grammar(call_gbnf, trigger.marker or "", trigger.call_text, calls.parallel)
+        grammar = _primed(self._model, gbnf, trigger.call_text)
+        if grammar is not None:
+            self._hold(grammar)

@@ -1,0 +1,216 @@
+"""The continuous-batching scheduler's bookkeeping, over a recording backend (no model)."""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+
+from asgi_llm.core import Finish, TextDelta, Usage
+from asgi_llm.core.events import GenerationEvent
+from asgi_llm.engines.batching import END, BatchToken, Job, Scheduler, Ticket
+
+
+class Recorder:
+    def __init__(self, fail: bool = False) -> None:
+        self.batches: list[list[BatchToken]] = []
+        self.forgotten: list[tuple[int, int]] = []
+        self.copies: list[tuple[int, int]] = []
+        self.fail = fail
+
+    def decode(self, batch: Sequence[BatchToken]) -> None:
+        if self.fail:
+            raise RuntimeError("no room")
+        self.batches.append(list(batch))
+
+    def forget(self, sequence: int, start: int) -> None:
+        self.forgotten.append((sequence, start))
+
+    def copy(self, source: int, target: int) -> None:
+        self.copies.append((source, target))
+
+
+class Inbox:
+    def __init__(self) -> None:
+        self.items: list[object] = []
+
+    def __call__(self, item: object) -> bool:
+        self.items.append(item)
+        return True
+
+
+def counting(job: Job, tokens: int, first: int = 100) -> Generator[GenerationEvent | None, None, None]:
+    """A choice that 'samples' first, first+1, ... and reports the batch row it read each from."""
+    for n in range(tokens):
+        yield TextDelta(f"{first + n}@{job.logits}")
+        if n + 1 < tokens:
+            job.token = first + n
+            yield None
+    yield Finish("length", Usage(len(job.prompt), tokens, job.cached))
+
+
+def submit(scheduler: Scheduler, prompt: list[int], tokens: int, *, choices: int = 1, first: int = 100) -> tuple[Ticket, Inbox, list[Job]]:
+    inbox = Inbox()
+    ticket = Ticket(inbox, choices)
+    group = object()
+    jobs = []
+    for _ in range(choices):
+        job = Job(ticket, prompt, group=group)
+        job.events = counting(job, tokens, first)
+        jobs.append(job)
+    scheduler.submit(jobs)
+    return ticket, inbox, jobs
+
+
+def run(scheduler: Scheduler, steps: int = 100) -> None:
+    for _ in range(steps):
+        if not scheduler.active:
+            return
+        scheduler.step()
+    raise AssertionError("the scheduler did not finish")
+
+
+def test_running_choices_decode_in_one_batch_per_step() -> None:
+    backend = Recorder()
+    scheduler = Scheduler(backend, slots=2, batch=64, chunk=8)
+    _, a, _ = submit(scheduler, [1, 2, 3], 3, first=100)
+    _, b, _ = submit(scheduler, [4, 5], 3, first=200)
+    run(scheduler)
+    first = backend.batches[0]
+    assert [(t.token, t.position, t.sequence, t.logits) for t in first] == [
+        (1, 0, 0, False), (2, 1, 0, False), (3, 2, 0, True), (4, 0, 1, False), (5, 1, 1, True)
+    ]
+    second = backend.batches[1]
+    assert [(t.token, t.position, t.sequence) for t in second] == [(100, 3, 0), (200, 2, 1)]
+    assert a.items[:3] == [TextDelta("100@2"), TextDelta("101@0"), TextDelta("102@0")]
+    assert b.items[:3] == [TextDelta("200@4"), TextDelta("201@1"), TextDelta("202@1")]
+    assert a.items[-1] is END and b.items[-1] is END
+    assert scheduler.running == 0
+
+
+def test_a_long_prompt_is_fed_in_chunks_beside_running_choices() -> None:
+    backend = Recorder()
+    scheduler = Scheduler(backend, slots=2, batch=64, chunk=4)
+    submit(scheduler, [1], 20)
+    scheduler.step()
+    submit(scheduler, list(range(10, 20)), 1)
+    scheduler.step()
+    scheduler.step()
+    scheduler.step()
+    sizes = [(sum(t.sequence == 0 for t in b), sum(t.sequence == 1 for t in b)) for b in backend.batches[1:4]]
+    assert sizes == [(1, 4), (1, 4), (1, 2)]  # one token for the stream, the prompt in chunks of 4
+    assert backend.batches[3][-1].logits and not backend.batches[1][-1].logits
+
+
+def test_jobs_wait_in_arrival_order_for_a_free_slot() -> None:
+    backend = Recorder()
+    scheduler = Scheduler(backend, slots=1, batch=64, chunk=8)
+    _, first, _ = submit(scheduler, [1, 2], 2)
+    _, second, _ = submit(scheduler, [3, 4], 2)
+    _, third, _ = submit(scheduler, [5, 6], 2)
+    scheduler.step()
+    assert scheduler.running == 1 and first.items and not second.items and not third.items
+    run(scheduler)
+    decoded = [b[0].token for b in backend.batches]
+    assert decoded == [1, 100, 3, 100, 5, 100]
+
+
+def test_a_prompt_reuses_the_longest_cached_prefix() -> None:
+    backend = Recorder()
+    scheduler = Scheduler(backend, slots=2, batch=64, chunk=8)
+    submit(scheduler, [1, 2, 3, 4], 2)
+    submit(scheduler, [7, 8, 9], 2)
+    run(scheduler)
+    backend.batches.clear()
+    _, inbox, jobs = submit(scheduler, [7, 8, 9, 100, 5, 6], 1)  # the second slot holds 7 8 9 100
+    run(scheduler)
+    assert backend.forgotten == []  # all the slot holds is a prefix of the prompt: nothing to drop
+    assert [(t.token, t.position, t.sequence) for t in backend.batches[0]] == [(5, 4, 1), (6, 5, 1)]
+    finish = inbox.items[-2]
+    assert isinstance(finish, Finish) and finish.usage.cached_tokens == 4
+
+
+def test_a_fully_cached_prompt_reads_its_last_token_again() -> None:
+    backend = Recorder()
+    scheduler = Scheduler(backend, slots=1, batch=64, chunk=8)
+    submit(scheduler, [1, 2, 3], 1)
+    run(scheduler)
+    backend.batches.clear()
+    _, inbox, _ = submit(scheduler, [1, 2, 3], 1)
+    run(scheduler)
+    assert [(t.token, t.position, t.logits) for t in backend.batches[0]] == [(3, 2, True)]
+    assert backend.forgotten[-1] == (0, 2)
+
+
+def test_choices_of_one_prompt_copy_its_reading() -> None:
+    backend = Recorder()
+    scheduler = Scheduler(backend, slots=3, batch=64, chunk=8)
+    _, inbox, jobs = submit(scheduler, [1, 2, 3], 2, choices=3)
+    run(scheduler)
+    assert len([t for t in backend.batches[0]]) == 3  # the prompt was read once
+    assert sorted(backend.copies) == [(0, 1), (0, 2)]
+    assert [item for item in inbox.items if isinstance(item, TextDelta)][:3] == [TextDelta("100@2")] * 3
+    assert inbox.items.count(END) == 1 and inbox.items[-1] is END
+
+
+def test_a_cancelled_ticket_leaves_at_the_next_step_and_frees_its_slot() -> None:
+    backend = Recorder()
+    scheduler = Scheduler(backend, slots=1, batch=64, chunk=8)
+    ticket, inbox, _ = submit(scheduler, [1, 2], 50)
+    _, later, _ = submit(scheduler, [3], 1)
+    scheduler.step()
+    scheduler.step()
+    ticket.cancelled = True
+    run(scheduler)
+    assert END not in inbox.items
+    assert later.items[-1] is END
+    assert sum(1 for b in backend.batches for t in b if t.sequence == 0 and t.token >= 100) == 1
+
+
+def test_a_cancelled_job_in_the_queue_is_never_decoded() -> None:
+    backend = Recorder()
+    scheduler = Scheduler(backend, slots=1, batch=64, chunk=8)
+    submit(scheduler, [1], 2)
+    ticket, inbox, _ = submit(scheduler, [9, 9, 9], 2)
+    scheduler.step()
+    ticket.cancelled = True
+    run(scheduler)
+    assert not inbox.items
+    assert all(t.token != 9 for b in backend.batches for t in b)
+    assert scheduler.running == 0
+
+
+def test_an_error_in_a_choice_reaches_its_ticket_only() -> None:
+    backend = Recorder()
+    scheduler = Scheduler(backend, slots=2, batch=64, chunk=8)
+
+    def broken(job: Job) -> Generator[GenerationEvent | None, None, None]:
+        raise ValueError("bad output")
+        yield None
+
+    inbox = Inbox()
+    job = Job(Ticket(inbox, 1), [1, 2])
+    job.events = broken(job)
+    scheduler.submit([job])
+    _, fine, _ = submit(scheduler, [3], 2)
+    run(scheduler)
+    assert isinstance(inbox.items[0], ValueError) and len(inbox.items) == 1
+    assert fine.items[-1] is END
+
+
+def test_a_failed_decode_fails_the_jobs_in_it_and_clears_their_cache() -> None:
+    backend = Recorder(fail=True)
+    scheduler = Scheduler(backend, slots=1, batch=64, chunk=8)
+    _, inbox, _ = submit(scheduler, [1, 2], 2)
+    scheduler.step()
+    assert type(inbox.items[0]).__name__ == "InternalError" and backend.forgotten == [(0, 0)]
+    assert not scheduler.active and scheduler.running == 0
+
+
+def test_abandon_ends_every_ticket_with_the_error() -> None:
+    scheduler = Scheduler(Recorder(), slots=1, batch=64, chunk=8)
+    _, running, _ = submit(scheduler, [1], 5)
+    _, queued, _ = submit(scheduler, [2], 5)
+    scheduler.step()
+    gone = RuntimeError("stopping")
+    scheduler.abandon(gone)
+    assert running.items[-1] is gone and queued.items == [gone]
+    assert not scheduler.active
