@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gpu = serve.add_argument_group("model options (override the first model of --config)")
     gpu.add_argument("--n-ctx", type=int)
+    gpu.add_argument("--parallel", type=int, help="requests decoded together (continuous batching)")
     gpu.add_argument("--threads", type=int, dest="n_threads")
     gpu.add_argument("--n-gpu-layers", type=int, help="layers to offload to the GPU; -1 = all")
     gpu.add_argument("--main-gpu", type=int)
@@ -41,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_MODEL_OPTIONS = ("n_ctx", "n_threads", "n_gpu_layers", "main_gpu", "split_mode", "flash_attn")
+_MODEL_OPTIONS = ("n_ctx", "parallel", "n_threads", "n_gpu_layers", "main_gpu", "split_mode", "flash_attn")
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:

@@ -249,6 +249,7 @@ _ENV_MODEL_FIELDS = {
     "ASGI_LLM_MODEL": "path",
     "ASGI_LLM_MODEL_ID": "id",
     "ASGI_LLM_N_CTX": "n_ctx",
+    "ASGI_LLM_PARALLEL": "parallel",
     "ASGI_LLM_N_GPU_LAYERS": "n_gpu_layers",
     "ASGI_LLM_N_THREADS": "n_threads",
     "ASGI_LLM_FLASH_ATTN": "flash_attn",

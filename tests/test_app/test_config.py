@@ -52,9 +52,9 @@ def test_yaml_and_json_read_the_same(tmp_path: Path) -> None:
 
 
 def test_environment_overrides_the_first_model(tmp_path: Path) -> None:
-    settings = Settings.from_env({"ASGI_LLM_MODEL": "/x.gguf", "ASGI_LLM_N_GPU_LAYERS": "12", "ASGI_LLM_N_CTX": "8192"})
-    (model,) = settings.models
-    assert (model.path, model.n_gpu_layers, model.n_ctx) == ("/x.gguf", 12, 8192)
+    env = {"ASGI_LLM_MODEL": "/x.gguf", "ASGI_LLM_N_GPU_LAYERS": "12", "ASGI_LLM_N_CTX": "8192", "ASGI_LLM_PARALLEL": "2"}
+    (model,) = Settings.from_env(env).models
+    assert (model.path, model.n_gpu_layers, model.n_ctx, model.parallel) == ("/x.gguf", 12, 8192, 2)
     file = tmp_path / "s.toml"
     file.write_text(TOML)
     from_file = Settings.from_env({"ASGI_LLM_CONFIG": str(file), "ASGI_LLM_N_CTX": "512"})

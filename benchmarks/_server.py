@@ -1,0 +1,74 @@
+"""What the HTTP benchmarks share: a uvicorn child process serving an app factory, and a CPU check."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def cpu_busy(seconds: float = 1.0) -> float | None:
+    """Fraction of all cores busy over `seconds` (Linux /proc/stat), before anything of ours runs."""
+
+    def sample() -> tuple[int, int]:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return sum(fields), fields[3] + fields[4]
+
+    try:
+        total, idle = sample()
+        time.sleep(seconds)
+        total2, idle2 = sample()
+    except OSError:
+        return None
+    return 1 - (idle2 - idle) / max(total2 - total, 1)
+
+
+class ChildServer:
+    """`uvicorn --factory module:function` in a child process, ready once `/health` answers 200."""
+
+    def __init__(self, factory: str, env: dict[str, str], *, health: str = "/health") -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._command = [sys.executable, "-m", "uvicorn", "--factory", "--app-dir", str(HERE), factory,
+                         "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"]  # fmt: skip
+        self._env = {**os.environ, **env}
+        self._health = health
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> ChildServer:
+        self.process = subprocess.Popen(self._command, env=self._env)
+        deadline = time.monotonic() + 180
+        with httpx.Client(base_url=self.url, timeout=10) as client:
+            while True:
+                if self.process.poll() is not None:
+                    raise SystemExit(f"server exited with status {self.process.returncode}")
+                if time.monotonic() > deadline:
+                    raise SystemExit("server did not become healthy within 180 s")
+                try:
+                    if client.get(self._health).status_code == 200:
+                        return self
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.2)
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.process is not None
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
