@@ -25,7 +25,7 @@ from asgi_llm.core import (
     ToolSpec,
 )
 from asgi_llm.engines.inference_thread import InferenceThread
-from asgi_llm.engines.llamacpp import LlamaCppEngine
+from asgi_llm.engines.llamacpp import LlamaCppEngine, sampling
 from asgi_llm.engines.tool_calls import plan_calls
 from asgi_llm.engines.tool_detect import trigger_grammar
 
@@ -48,7 +48,9 @@ async def engine() -> AsyncIterator[LlamaCppEngine]:
     engine = LlamaCppEngine(ModelConfig(n_ctx=1024), thread)
     try:
         await engine.load()
-        assert await thread.call(lambda: list(engine._llm.tokenize(b"{", add_bos=False, special=False))) == [BRACE]
+        assert engine._model is not None
+        model = engine._model
+        assert await thread.call(lambda: model.tokenize("{", add_bos=False, special=False)) == [BRACE]
         yield engine
     finally:
         await engine.close()
@@ -107,11 +109,13 @@ async def test_the_tools_note_reaches_a_template_without_tools(engine: LlamaCppE
 async def test_trigger_grammars_prime_safely(engine: LlamaCppEngine, marker: str, call_text: str, primes: bool) -> None:
     """Text a grammar would refuse is found out before llama.cpp sees it (it would abort the process)."""
     schema = plan_calls(TOOLS, "required", parallel=False, keys=("arguments", "parameters")).schema
-    call_gbnf = await engine._thread.call(lambda: engine._grammar(schema, "tools"))
+    model = engine._model
+    assert model is not None
+    call_gbnf = await engine._thread.call(lambda: sampling.checked_grammar(model, schema, "tools"))
     gbnf = trigger_grammar(call_gbnf, marker, call_text, parallel=True)
 
     def prime() -> bool:
-        grammar = engine._primed(gbnf, call_text)
+        grammar = sampling._primed(model, gbnf, call_text)
         if grammar is None:
             return False
         llama_cpp.llama_sampler_free(grammar)
