@@ -195,13 +195,18 @@ class UpstreamEngine:
                     raise await self._refusal(response, path)
                 estimate = estimate_prompt_tokens(request)
                 translator = ChunkTranslator(_choices(request), request_id=uuid.uuid4().hex[:12], prompt_estimate=estimate)
+                done = False
                 async for chunk in self._chunks(response, idle=lambda: started):
+                    if chunk is None:
+                        done = True
+                        break
                     events = translator.feed(chunk)
                     if events:
                         started = True
                         yield events
-                if not started and not translator.finished:
-                    raise _Retry(BadGateway("The upstream server ended its answer early."))
+                if not (done or translator.finished):  # cut off (llama-cpp-python's server cuts a stream
+                    error = BadGateway("The upstream server ended its answer early.")  # when another request comes)
+                    raise error if started else _Retry(error)
                 started = True
                 yield translator.finish()
         except httpx.TransportError as exc:
@@ -212,8 +217,9 @@ class UpstreamEngine:
         finally:
             self.replicas.release(replica)
 
-    async def _chunks(self, response: httpx.Response, *, idle: Callable[[], bool]) -> AsyncIterator[Mapping[str, Any]]:
-        """Decoded chunks until `[DONE]`; once `idle()` (events have gone out), each within the idle timeout."""
+    async def _chunks(self, response: httpx.Response, *, idle: Callable[[], bool]) -> AsyncIterator[Mapping[str, Any] | None]:
+        """Decoded chunks, then None for `[DONE]`; once `idle()` (events have gone out), each
+        within the idle timeout."""
         decoder = SSEDecoder()
         lines = response.aiter_lines()
         while True:
@@ -225,7 +231,7 @@ class UpstreamEngine:
                     line = await anext(lines)
             except StopAsyncIteration:
                 data = decoder.flush()
-                if data is None or data.strip() == "[DONE]":
+                if data is None:
                     return
             except TimeoutError:
                 raise GatewayTimeout("The upstream server went silent mid-answer.") from None
@@ -234,6 +240,7 @@ class UpstreamEngine:
                 if data is None:
                     continue
             if data.strip() == "[DONE]":
+                yield None
                 return
             chunk = _decoded(data)
             if "error" in chunk and not chunk.get("choices"):
@@ -288,13 +295,17 @@ class UpstreamEngine:
         return httpx.Timeout(cfg.first_byte_timeout, connect=cfg.connect_timeout)
 
     async def _probe(self, url: str) -> bool:
-        """A replica is healthy when `GET /models` answers 200 (`/health` where that 404s)."""
+        """A replica is healthy when `GET /models` answers 200 (`/health` where that 404s), or
+        takes the connection but is too busy to answer in time (single-slot servers such as
+        llama-cpp-python's answer `/models` only between generations)."""
         assert self._client is not None
         timeout = httpx.Timeout(self.config.connect_timeout)
         try:
             response = await self._client.get(url + "/models", timeout=timeout)
             if response.status_code == 404:
                 response = await self._client.get(url.rsplit("/v1", 1)[0] + "/health", timeout=timeout)
+        except httpx.ReadTimeout:
+            return True
         except httpx.HTTPError:
             return False
         return response.status_code == 200
