@@ -204,9 +204,9 @@ class UpstreamEngine:
                     if events:
                         started = True
                         yield events
-                if not (done or translator.finished):  # cut off (llama-cpp-python's server cuts a stream
-                    error = BadGateway("The upstream server ended its answer early.")  # when another request comes)
-                    raise error if started else _Retry(error)
+                if not (done or translator.finished):  # cut off: llama-cpp-python's server cuts a stream
+                    cut = BadGateway("The upstream server ended its answer early.")  # when another request comes
+                    raise cut if started else _Retry(cut)
                 started = True
                 yield translator.finish()
         except httpx.TransportError as exc:

@@ -148,19 +148,45 @@ def llama_cpp_upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ups
 
 
 @contextlib.contextmanager
-def run_gateway(settings: Settings) -> Iterator[str]:
-    """`asgi-llm serve`'s app on these settings under uvicorn in a thread; yields its root URL."""
+def run_app(app: Any) -> Iterator[str]:
+    """An ASGI app under uvicorn in a thread; yields its root URL."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(standalone_app(settings), port=port, lifespan="on", ws="none", log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, port=port, lifespan="on", ws="none", log_level="warning"))
     thread = threading.Thread(target=server.run, name="gateway", daemon=True)
     thread.start()
-    wait_until(lambda: server.started or not thread.is_alive(), 60, "the gateway starting")
+    wait_until(lambda: server.started or not thread.is_alive(), 60, "the server starting")
     assert thread.is_alive()
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(30)
+
+
+def run_gateway(settings: Settings) -> contextlib.AbstractContextManager[str]:
+    """`asgi-llm serve`'s app on these settings under uvicorn in a thread; yields its root URL."""
+    return run_app(standalone_app(settings))
+
+
+@pytest.fixture(scope="session")
+def serve_app() -> Callable[[Any], contextlib.AbstractContextManager[str]]:
+    return run_app
+
+
+@pytest.fixture(scope="session")
+def serve_gateway() -> Callable[[Settings], contextlib.AbstractContextManager[str]]:
+    return run_gateway
+
+
+@pytest.fixture(scope="session")
+def unused_port() -> Callable[[], int]:
+    return free_port
+
+
+@pytest.fixture(scope="session")
+def start_upstream() -> Callable[..., Upstream]:
+    """`start_upstream(folder, port=None)`: a new `asgi-llm serve` upstream; the caller stops it."""
+    return start_asgi_llm
 
 
 def gateway_settings(urls: Sequence[str], upstream_model: str, **options: Any) -> Settings:

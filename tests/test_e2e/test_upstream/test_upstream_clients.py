@@ -4,8 +4,10 @@ nor Ollama itself). Greedy, a few tokens: whole and streamed answers must agree.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -142,3 +144,24 @@ def _generations(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _tokens(record: dict[str, Any]) -> tuple[int, int, int]:
     return record["prompt_tokens"], record["completion_tokens"], record["cached_tokens"]
+
+
+def test_asgi_llm_serve_goes_upstream_by_one_variable(asgi_llm_upstream: Any, asgi_llm_serve: Any) -> None:
+    env = {**os.environ, "ASGI_LLM_BASE_URL": asgi_llm_upstream.base_url, "ASGI_LLM_UPSTREAM_MODEL": "default"}
+    with asgi_llm_serve(env=env) as served:
+        health = httpx.get(f"{served.url}/health", timeout=10).json()
+        with openai.OpenAI(base_url=f"{served.url}/v1", api_key="unused", max_retries=0, timeout=60) as sdk:
+            reply = sdk.chat.completions.create(model="default", messages=HI, max_tokens=TOKENS, temperature=0)
+    assert health["models"][0]["backend"]["backend"] == "upstream"
+    assert reply.usage is not None and reply.usage.completion_tokens == TOKENS
+
+
+def test_asgi_llm_serve_discovers_the_upstreams_models(asgi_llm_upstream: Any, asgi_llm_serve: Any, tmp_path: Path) -> None:
+    config = tmp_path / "gateway.toml"
+    config.write_text(f'[[models]]\nbase_url = "{asgi_llm_upstream.base_url}"\ndiscover = true\nprefix = "up/"\n')
+    with asgi_llm_serve("--config", str(config)) as served:
+        listed = httpx.get(f"{served.url}/v1/models", timeout=10).json()
+        with openai.OpenAI(base_url=f"{served.url}/v1", api_key="unused", max_retries=0, timeout=60) as sdk:
+            reply = sdk.chat.completions.create(model="up/SmolLM2-135M-Instruct", messages=HI, max_tokens=2, temperature=0)
+    assert [m["id"] for m in listed["data"]] == ["up/SmolLM2-135M-Instruct"]
+    assert reply.choices[0].message.content
