@@ -77,3 +77,15 @@ def test_discovered_models_take_the_prefix_and_the_upstreams_context() -> None:
     found = _discovered(config, UpstreamModel("llama3:8b", 8192))
     assert (found.id, found.upstream_model, found.n_ctx, found.discover) == ("gpu/llama3:8b", "llama3:8b", 8192, False)
     assert found.api_key_env == "K" and found.upstream_urls == ("http://a/v1",)
+
+
+def test_the_readme_upstream_example_is_valid_settings() -> None:
+    import re
+    import tomllib
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    match = re.search(r"<!-- readme-test: upstream-toml -->\n```toml\n(.*?)```", readme, re.S)
+    assert match
+    chat, cloud = Settings.model_validate(tomllib.loads(match.group(1))).models
+    assert chat.is_upstream and len(chat.upstream_urls) == 2 and chat.path
+    assert cloud.is_upstream and cloud.discover and cloud.prefix == "cloud/"
