@@ -74,7 +74,9 @@ class UpstreamEngine:
         self._model = config.upstream_model or config.id
         self._key = SecretStr(env.get(config.api_key_env, "")) if config.api_key_env else None
         interval = config.health_interval
-        self.replicas = ReplicaSet(config.upstream_urls, interval=interval, max_backoff=3 * max(interval, 1.0))
+        self._auth = {_bare(url): _basic_auth(url) for url in config.upstream_urls}  # credentials out of URLs (and logs)
+        self._given_urls = config.upstream_urls
+        self.replicas = ReplicaSet(list(self._auth), interval=interval, max_backoff=3 * max(interval, 1.0))
         self._client: httpx.AsyncClient | None = None
         self._watch: asyncio.Task[None] | None = None
         self._context: int | None = None
@@ -190,7 +192,7 @@ class UpstreamEngine:
         self.replicas.acquire(replica)
         started = False
         try:
-            async with _stream(self._client, replica.url + path, body) as response:
+            async with _stream(self._client, replica.url + path, body, self._auth[replica.url]) as response:
                 if response.status_code != 200:
                     raise await self._refusal(response, path)
                 estimate = estimate_prompt_tokens(request)
@@ -273,7 +275,8 @@ class UpstreamEngine:
             tried.append(replica)
             self.replicas.acquire(replica)
             try:
-                response = await self._client.post(replica.url + path, json=body, timeout=self._plain_timeout())
+                auth = self._auth[replica.url]
+                response = await self._client.post(replica.url + path, json=body, timeout=self._plain_timeout(), auth=auth)
             except httpx.TransportError as exc:
                 last = _transport_error(exc, self._secrets())
                 self.replicas.failed(replica)
@@ -301,9 +304,9 @@ class UpstreamEngine:
         assert self._client is not None
         timeout = httpx.Timeout(self.config.connect_timeout)
         try:
-            response = await self._client.get(url + "/models", timeout=timeout)
+            response = await self._client.get(url + "/models", timeout=timeout, auth=self._auth[url])
             if response.status_code == 404:
-                response = await self._client.get(url.rsplit("/v1", 1)[0] + "/health", timeout=timeout)
+                response = await self._client.get(url.rsplit("/v1", 1)[0] + "/health", timeout=timeout, auth=self._auth[url])
         except httpx.ReadTimeout:
             return True
         except httpx.HTTPError:
@@ -321,7 +324,7 @@ class UpstreamEngine:
     def _secrets(self) -> list[str]:
         """Strings an upstream message must never carry to a client: the key, the replica URLs."""
         key = self._key.get_secret_value() if self._key is not None else ""
-        return [key, *(r.url for r in self.replicas.replicas)]
+        return [key, *self._given_urls, *(r.url for r in self.replicas.replicas)]
 
 
 def _client(config: ModelConfig, key: SecretStr | None) -> httpx.AsyncClient:
@@ -333,10 +336,23 @@ def _client(config: ModelConfig, key: SecretStr | None) -> httpx.AsyncClient:
     return httpx.AsyncClient(headers=headers, timeout=timeout, limits=limits, trust_env=False)
 
 
+def _bare(url: str) -> str:
+    """`url` without the `user:password@` part it may carry."""
+    return str(httpx.URL(url).copy_with(userinfo=b"")).rstrip("/")
+
+
+def _basic_auth(url: str) -> httpx.BasicAuth | None:
+    """The credentials a URL carries, sent as Basic auth instead (the client has no auth of its own)."""
+    parsed = httpx.URL(url)
+    return httpx.BasicAuth(parsed.username, parsed.password) if parsed.username else None
+
+
 @contextlib.asynccontextmanager
-async def _stream(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> AsyncIterator[httpx.Response]:
+async def _stream(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], auth: httpx.BasicAuth | None
+) -> AsyncIterator[httpx.Response]:
     request = client.build_request("POST", url, json=body, headers={"accept": "text/event-stream"})
-    response = await client.send(request, stream=True)
+    response = await client.send(request, stream=True, auth=auth)
     try:
         yield response
     finally:
