@@ -141,11 +141,15 @@ def main() -> None:
                 process.send_signal(signal.SIGINT)
                 process.wait(60)
 
-    print(f"{args.repeats} streamed chat completions per side, max_tokens {args.tokens}, upstream threads {args.threads}")
+    print(
+        f"{args.repeats} streamed chat completions per side, max_tokens {args.tokens}, upstream threads {args.threads}"
+    )
     for name, runs in results.items():
         ttft = [r[0] * 1000 for r in runs]
         rates = [r[1] for r in runs]
-        print(f"  {name:8s} TTFT p50 {p(ttft, 0.5):7.1f} ms  p90 {p(ttft, 0.9):7.1f} ms   decode {statistics.median(rates):6.1f} tokens/s")
+        print(
+            f"  {name:8s} TTFT p50 {p(ttft, 0.5):7.1f} ms  p90 {p(ttft, 0.9):7.1f} ms   decode {statistics.median(rates):6.1f} tokens/s"
+        )
     added = p([r[0] * 1000 for r in results["gateway"]], 0.5) - p([r[0] * 1000 for r in results["direct"]], 0.5)
     ratio = statistics.median(r[1] for r in results["gateway"]) / statistics.median(r[1] for r in results["direct"])
     print(f"gateway: +{added:.1f} ms time to first token (p50), tokens/s ratio gateway/direct {ratio:.3f}")

@@ -21,8 +21,9 @@ import json
 import logging
 import os
 import time
+import types
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 import httpx
@@ -50,6 +51,8 @@ __all__ = ["UpstreamEngine", "discover", "discover_settings", "list_models"]
 
 log = logging.getLogger("asgi_llm.upstream")
 
+_ENDED: Mapping[str, Any] = types.MappingProxyType({})  # the upstream closed its stream without `[DONE]`
+
 
 class _Retry(Exception):
     """This replica failed before anything was sent to the client; another may serve."""
@@ -74,7 +77,9 @@ class UpstreamEngine:
         self._model = config.upstream_model or config.id
         self._key = SecretStr(env.get(config.api_key_env, "")) if config.api_key_env else None
         interval = config.health_interval
-        self._auth = {_bare(url): _basic_auth(url) for url in config.upstream_urls}  # credentials out of URLs (and logs)
+        self._auth = {
+            _bare(url): _basic_auth(url) for url in config.upstream_urls
+        }  # credentials out of URLs (and logs)
         self._given_urls = config.upstream_urls
         self.replicas = ReplicaSet(list(self._auth), interval=interval, max_backoff=3 * max(interval, 1.0))
         self._client: httpx.AsyncClient | None = None
@@ -196,16 +201,20 @@ class UpstreamEngine:
                 if response.status_code != 200:
                     raise await self._refusal(response, path)
                 estimate = estimate_prompt_tokens(request)
-                translator = ChunkTranslator(_choices(request), request_id=uuid.uuid4().hex[:12], prompt_estimate=estimate)
+                translator = ChunkTranslator(
+                    _choices(request), request_id=uuid.uuid4().hex[:12], prompt_estimate=estimate
+                )
                 done = False
-                async for chunk in self._chunks(response, idle=lambda: started):
-                    if chunk is None:
-                        done = True
-                        break
-                    events = translator.feed(chunk)
-                    if events:
-                        started = True
-                        yield events
+                async with contextlib.aclosing(self._chunks(response)) as chunks:
+                    while not done:
+                        chunk = await self._next(chunks, idle=started)
+                        done = chunk is None
+                        if chunk is _ENDED:
+                            break  # the stream ended without [DONE]
+                        events = translator.feed(chunk) if chunk is not None else []
+                        if events:
+                            started = True
+                            yield events
                 if not (done or translator.finished):  # cut off: llama-cpp-python's server cuts a stream
                     cut = BadGateway("The upstream server ended its answer early.")  # when another request comes
                     raise cut if started else _Retry(cut)
@@ -219,35 +228,38 @@ class UpstreamEngine:
         finally:
             self.replicas.release(replica)
 
-    async def _chunks(self, response: httpx.Response, *, idle: Callable[[], bool]) -> AsyncIterator[Mapping[str, Any] | None]:
-        """Decoded chunks, then None for `[DONE]`; once `idle()` (events have gone out), each
-        within the idle timeout."""
+    async def _next(self, chunks: AsyncIterator[Mapping[str, Any] | None], *, idle: bool) -> Mapping[str, Any] | None:
+        """The next chunk (None for `[DONE]`, `_ENDED` once the stream ends without it); once
+        events have gone out (`idle`), within the idle timeout."""
+        try:
+            if not idle:
+                return await anext(chunks)
+            async with asyncio.timeout(self.config.idle_timeout):
+                return await anext(chunks)
+        except StopAsyncIteration:
+            return _ENDED
+        except TimeoutError:
+            raise GatewayTimeout("The upstream server went silent mid-answer.") from None
+
+    async def _chunks(self, response: httpx.Response) -> AsyncIterator[Mapping[str, Any] | None]:
+        """Decoded chunks, then None for `[DONE]`."""
         decoder = SSEDecoder()
-        lines = response.aiter_lines()
-        while True:
-            try:
-                if idle():
-                    async with asyncio.timeout(self.config.idle_timeout):
-                        line = await anext(lines)
-                else:
-                    line = await anext(lines)
-            except StopAsyncIteration:
-                data = decoder.flush()
-                if data is None:
-                    return
-            except TimeoutError:
-                raise GatewayTimeout("The upstream server went silent mid-answer.") from None
-            else:
-                data = decoder.line(line)
-                if data is None:
-                    continue
-            if data.strip() == "[DONE]":
+        async for line in response.aiter_lines():
+            data = decoder.line(line)
+            if data is not None and data.strip() == "[DONE]":
                 yield None
                 return
-            chunk = _decoded(data)
-            if "error" in chunk and not chunk.get("choices"):
-                raise error_from_body(chunk, secrets=self._secrets())
-            yield chunk
+            if data is not None:
+                yield self._chunk(data)
+        data = decoder.flush()
+        if data is not None:
+            yield None if data.strip() == "[DONE]" else self._chunk(data)
+
+    def _chunk(self, data: str) -> Mapping[str, Any]:
+        chunk = _decoded(data)
+        if "error" in chunk and not chunk.get("choices"):
+            raise error_from_body(chunk, secrets=self._secrets())
+        return chunk
 
     async def _refusal(self, response: httpx.Response, path: str) -> Exception:
         body = await response.aread()
@@ -276,7 +288,9 @@ class UpstreamEngine:
             self.replicas.acquire(replica)
             try:
                 auth = self._auth[replica.url]
-                response = await self._client.post(replica.url + path, json=body, timeout=self._plain_timeout(), auth=auth)
+                response = await self._client.post(
+                    replica.url + path, json=body, timeout=self._plain_timeout(), auth=auth
+                )
             except httpx.TransportError as exc:
                 last = _transport_error(exc, self._secrets())
                 self.replicas.failed(replica)
@@ -306,7 +320,9 @@ class UpstreamEngine:
         try:
             response = await self._client.get(url + "/models", timeout=timeout, auth=self._auth[url])
             if response.status_code == 404:
-                response = await self._client.get(url.rsplit("/v1", 1)[0] + "/health", timeout=timeout, auth=self._auth[url])
+                response = await self._client.get(
+                    url.rsplit("/v1", 1)[0] + "/health", timeout=timeout, auth=self._auth[url]
+                )
         except httpx.ReadTimeout:
             return True
         except httpx.HTTPError:

@@ -26,7 +26,7 @@ from ..core.errors import (
     Unavailable,
 )
 
-__all__ = ["error_from_response", "error_from_body", "retry_after", "retryable", "scrub"]
+__all__ = ["error_from_body", "error_from_response", "retry_after", "retryable", "scrub"]
 
 _MAX_MESSAGE = 500
 
@@ -70,7 +70,9 @@ def error_from_body(body: Mapping[str, Any], *, secrets: Iterable[str] = ()) -> 
     """An error the upstream sent inside its stream (`data: {"error": ...}`) after a 200."""
     message, _, _ = _detail(body)
     message = scrub(message, secrets)
-    return BadGateway(f"The upstream server failed while generating: {message}" if message else "The upstream server failed.")
+    return BadGateway(
+        f"The upstream server failed while generating: {message}" if message else "The upstream server failed."
+    )
 
 
 def retry_after(value: str | None, now: float, default: int = 1) -> int:

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Replica", "ReplicaSet", "NoReplica"]
+__all__ = ["NoReplica", "Replica", "ReplicaSet"]
 
 log = logging.getLogger("asgi_llm.upstream")
 
@@ -38,7 +38,12 @@ class Replica:
     requests: int = 0  # requests sent to it, for health output
 
     def describe(self) -> dict[str, Any]:
-        return {"replica": self.number, "healthy": self.healthy, "outstanding": self.outstanding, "requests": self.requests}
+        return {
+            "replica": self.number,
+            "healthy": self.healthy,
+            "outstanding": self.outstanding,
+            "requests": self.requests,
+        }
 
 
 class ReplicaSet:

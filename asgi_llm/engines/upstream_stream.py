@@ -32,9 +32,14 @@ from ..core.events import (
 )
 from .reasoning import ReasoningSplitter
 
-__all__ = ["SSEDecoder", "ChunkTranslator", "usage_of"]
+__all__ = ["ChunkTranslator", "SSEDecoder", "usage_of"]
 
-_REASONS: dict[str, FinishReason] = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "function_call": "tool_calls"}
+_REASONS: dict[str, FinishReason] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+}
 
 
 class SSEDecoder:
@@ -50,7 +55,7 @@ class SSEDecoder:
             return None
         name, _, value = line.partition(":")
         if name == "data":
-            self._data.append(value[1:] if value.startswith(" ") else value)
+            self._data.append(value.removeprefix(" "))
         return None
 
     def flush(self) -> str | None:
@@ -216,7 +221,8 @@ def _logprobs(raw: Any) -> list[TokenLogprob]:
 
 def _logprob(entry: Mapping[str, Any]) -> TokenLogprob:
     top = tuple(
-        TopLogprob(str(t.get("token", "")), float(t.get("logprob", 0.0)), _bytes(t)) for t in entry.get("top_logprobs") or ()
+        TopLogprob(str(t.get("token", "")), float(t.get("logprob", 0.0)), _bytes(t))
+        for t in entry.get("top_logprobs") or ()
     )
     return TokenLogprob(str(entry.get("token", "")), float(entry.get("logprob", 0.0)), _bytes(entry), top)
 

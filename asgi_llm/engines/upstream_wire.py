@@ -29,12 +29,12 @@ from ..core.requests import (
 __all__ = [
     "UpstreamModel",
     "chat_body",
-    "completion_body",
-    "embedding_body",
-    "count_body",
     "chat_from_completion",
-    "model_list",
+    "completion_body",
+    "count_body",
+    "embedding_body",
     "estimate_prompt_tokens",
+    "model_list",
 ]
 
 _DEFAULTS = SamplingParams()
@@ -78,7 +78,9 @@ def chat_from_completion(request: CompletionRequest) -> ChatRequest | None:
     if len(request.prompts) != 1 or not isinstance(request.prompts[0], str) or request.echo:
         return None
     message = Message(role="user", content=request.prompts[0])
-    return ChatRequest(model=request.model, messages=(message,), sampling=request.sampling, n=request.n, user=request.user)
+    return ChatRequest(
+        model=request.model, messages=(message,), sampling=request.sampling, n=request.n, user=request.user
+    )
 
 
 def count_body(request: GenerationRequest, model: str) -> dict[str, Any]:

@@ -66,7 +66,11 @@ async def test_an_unreachable_upstream_loads_and_says_so_without_its_key_or_addr
     try:
         described = engine.describe()
         assert described["replicas"][0]["healthy"] is False
-        assert "sk-never-shown" not in repr(described) and "127.0.0.1" not in repr(described) and "pw" not in repr(described)
+        assert (
+            "sk-never-shown" not in repr(described)
+            and "127.0.0.1" not in repr(described)
+            and "pw" not in repr(described)
+        )
         assert "sk-never-shown" not in repr(engine.__dict__)  # held as a SecretStr
     finally:
         await engine.close()
@@ -84,7 +88,7 @@ def test_the_readme_upstream_example_is_valid_settings() -> None:
     import tomllib
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    match = re.search(r"<!-- readme-test: upstream-toml -->\n```toml\n(.*?)```", readme, re.S)
+    match = re.search(r"<!-- readme-test: upstream-toml -->\n```toml\n(.*?)```", readme, re.DOTALL)
     assert match
     chat, cloud = Settings.model_validate(tomllib.loads(match.group(1))).models
     assert chat.is_upstream and len(chat.upstream_urls) == 2 and chat.path

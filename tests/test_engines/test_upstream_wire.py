@@ -73,21 +73,34 @@ def test_chat_body_carries_turns_tools_and_constraints() -> None:
     assert body["messages"][2] == {
         "role": "assistant",
         "content": None,
-        "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": '{"city":"Paris"}'}}],
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": '{"city":"Paris"}'}}
+        ],
     }
     assert body["messages"][3] == {"role": "tool", "content": "18C", "tool_call_id": "call_1"}
     assert body["tools"][0]["function"]["name"] == "weather"
     assert body["tool_choice"] == {"type": "function", "function": {"name": "weather"}}
     assert body["parallel_tool_calls"] is False
-    assert body["response_format"] == {"type": "json_schema", "json_schema": {"name": "w", "schema": {"type": "object"}, "strict": True}}
-    assert (body["max_tokens"], body["temperature"], body["stop"], body["seed"], body["top_k"]) == (7, 0.0, ["\n"], 3, 20)
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "w", "schema": {"type": "object"}, "strict": True},
+    }
+    assert (body["max_tokens"], body["temperature"], body["stop"], body["seed"], body["top_k"]) == (
+        7,
+        0.0,
+        ["\n"],
+        3,
+        20,
+    )
     assert body["logit_bias"] == {"42": -100.0}
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
 
 
 def test_default_sampling_sends_no_vendor_fields() -> None:
     body = chat_body(ChatRequest(model="m", messages=(Message("user", "hi"),)), "m")
-    assert not {"top_k", "min_p", "repeat_penalty", "presence_penalty", "logit_bias", "tools", "n", "max_tokens"} & set(body)
+    assert not {"top_k", "min_p", "repeat_penalty", "presence_penalty", "logit_bias", "tools", "n", "max_tokens"} & set(
+        body
+    )
 
 
 def test_completion_embedding_and_count_bodies() -> None:
@@ -109,7 +122,10 @@ def test_a_plain_completion_can_stand_in_as_chat() -> None:
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        ({"object": "list", "data": [{"id": "a", "max_model_len": 8192}, {"id": "b"}]}, [UpstreamModel("a", 8192), UpstreamModel("b")]),
+        (
+            {"object": "list", "data": [{"id": "a", "max_model_len": 8192}, {"id": "b"}]},
+            [UpstreamModel("a", 8192), UpstreamModel("b")],
+        ),
         ([{"id": "a"}, "b", {"nothing": 1}], [UpstreamModel("a"), UpstreamModel("b")]),
         ({"models": [{"name": "llama3:8b", "meta": {"n_ctx_train": 4096}}]}, [UpstreamModel("llama3:8b", 4096)]),
         ({"unexpected": True}, []),
@@ -133,13 +149,21 @@ def delta(content: Any = None, index: int = 0, reason: str | None = None, **fiel
 
 def test_text_and_usage_with_cached_tokens() -> None:
     usage = {"prompt_tokens": 31, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 30}}
-    chunks = [delta(role="assistant"), delta("Hel"), delta("lo"), delta(reason="length"), {"choices": [], "usage": usage}]
+    chunks = [
+        delta(role="assistant"),
+        delta("Hel"),
+        delta("lo"),
+        delta(reason="length"),
+        {"choices": [], "usage": usage},
+    ]
     events = feed(ChunkTranslator(1, request_id="r", prompt_estimate=99), chunks)
     assert events == [TextDelta("Hel"), TextDelta("lo"), Finish("length", Usage(31, 2, 30))]
 
 
 def test_missing_usage_is_estimated_from_chunks() -> None:
-    events = feed(ChunkTranslator(1, request_id="r", prompt_estimate=9), [delta("a"), delta("b"), delta("c", reason="stop")])
+    events = feed(
+        ChunkTranslator(1, request_id="r", prompt_estimate=9), [delta("a"), delta("b"), delta("c", reason="stop")]
+    )
     assert events[-1] == Finish("stop", Usage(9, 3))
 
 
@@ -179,7 +203,10 @@ def test_tool_call_deltas_start_once_named_and_end_on_finish() -> None:
 
 
 def test_a_call_without_a_name_yet_waits_and_gets_an_id() -> None:
-    chunks = [delta(tool_calls=[{"index": 0, "function": {"arguments": "{"}}]), delta(tool_calls=[{"index": 0, "function": {"name": "f", "arguments": "}"}}], reason="stop")]
+    chunks = [
+        delta(tool_calls=[{"index": 0, "function": {"arguments": "{"}}]),
+        delta(tool_calls=[{"index": 0, "function": {"name": "f", "arguments": "}"}}], reason="stop"),
+    ]
     events = feed(ChunkTranslator(1, request_id="r9", prompt_estimate=1), chunks)
     assert events[:2] == [ToolCallStart("call_r9_0_0", "f"), ToolCallDelta("{}")]
     assert isinstance(events[-1], Finish) and events[-1].reason == "tool_calls"
@@ -189,7 +216,10 @@ def test_several_choices_and_completion_chunks() -> None:
     chunks = [
         {"choices": [{"index": 1, "text": "B", "finish_reason": None}]},
         {"choices": [{"index": 0, "text": "A", "finish_reason": "stop"}]},
-        {"choices": [{"index": 1, "text": "", "finish_reason": "length"}], "usage": {"prompt_tokens": 4, "completion_tokens": 2}},
+        {
+            "choices": [{"index": 1, "text": "", "finish_reason": "length"}],
+            "usage": {"prompt_tokens": 4, "completion_tokens": 2},
+        },
     ]
     events = feed(ChunkTranslator(2, request_id="r", prompt_estimate=1), chunks)
     assert events == [
@@ -201,15 +231,22 @@ def test_several_choices_and_completion_chunks() -> None:
 
 
 def test_logprobs_ride_on_the_text() -> None:
-    logprobs = {"content": [{"token": "Hi", "logprob": -0.5, "bytes": [72, 105], "top_logprobs": [{"token": "Hi", "logprob": -0.5}]}]}
-    events = feed(ChunkTranslator(1, request_id="r", prompt_estimate=1), [{"choices": [{"index": 0, "delta": {"content": "Hi"}, "logprobs": logprobs}]}])
+    logprobs = {
+        "content": [
+            {"token": "Hi", "logprob": -0.5, "bytes": [72, 105], "top_logprobs": [{"token": "Hi", "logprob": -0.5}]}
+        ]
+    }
+    events = feed(
+        ChunkTranslator(1, request_id="r", prompt_estimate=1),
+        [{"choices": [{"index": 0, "delta": {"content": "Hi"}, "logprobs": logprobs}]}],
+    )
     first = events[0]
     assert isinstance(first, TextDelta) and first.logprobs[0].bytes == b"Hi" and first.logprobs[0].top[0].token == "Hi"
 
 
 def test_sse_decoder() -> None:
     decoder = SSEDecoder()
-    out = [decoder.line(line) for line in [": ping", "event: x", "data: {\"a\":", "data: 1}", "", "data:[DONE]", ""]]
+    out = [decoder.line(line) for line in [": ping", "event: x", 'data: {"a":', "data: 1}", "", "data:[DONE]", ""]]
     assert [o for o in out if o is not None] == ['{"a":\n1}', "[DONE]"]
     decoder.line("data: tail")
     assert decoder.flush() == "tail" and decoder.flush() is None
@@ -217,11 +254,15 @@ def test_sse_decoder() -> None:
 
 def err(status: int, body: Any = None, headers: dict[str, str] | None = None) -> Any:
     raw = json.dumps(body).encode() if body is not None else b""
-    return error_from_response(status, headers or {}, raw, secrets=["sk-upstream-secret", "http://u:p@host/v1"], now=NOW)
+    return error_from_response(
+        status, headers or {}, raw, secrets=["sk-upstream-secret", "http://u:p@host/v1"], now=NOW
+    )
 
 
 def test_client_errors_keep_the_upstream_message_without_secrets() -> None:
-    error = err(400, {"error": {"message": "bad max_tokens (key sk-upstream-secret)", "param": "max_tokens", "code": None}})
+    error = err(
+        400, {"error": {"message": "bad max_tokens (key sk-upstream-secret)", "param": "max_tokens", "code": None}}
+    )
     assert isinstance(error, InvalidRequest) and error.status == 400 and error.param == "max_tokens"
     assert "sk-upstream-secret" not in error.message and "[redacted]" in error.message
     assert isinstance(err(400, {"error": {"message": "too long", "code": "context_length_exceeded"}}), ContextOverflow)
@@ -238,8 +279,15 @@ def test_rate_limits_keep_retry_after_in_seconds_or_as_a_date() -> None:
 
 @pytest.mark.parametrize(
     ("status", "kind", "code"),
-    [(401, BadGateway, 502), (403, BadGateway, 502), (404, BadGateway, 502), (500, BadGateway, 502),
-     (502, BadGateway, 502), (503, Unavailable, 503), (504, GatewayTimeout, 504)],
+    [
+        (401, BadGateway, 502),
+        (403, BadGateway, 502),
+        (404, BadGateway, 502),
+        (500, BadGateway, 502),
+        (502, BadGateway, 502),
+        (503, Unavailable, 503),
+        (504, GatewayTimeout, 504),
+    ],
 )
 def test_server_side_failures_are_gateway_errors(status: int, kind: type[Exception], code: int) -> None:
     error = err(status, {"error": {"message": "upstream key sk-upstream-secret was wrong"}})

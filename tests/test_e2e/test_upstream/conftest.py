@@ -193,7 +193,12 @@ def gateway_settings(urls: Sequence[str], upstream_model: str, **options: Any) -
     """One upstream model, `remote` (alias `default`), on these replicas; `options` for its config."""
     options = {"health_interval": 0.5, "first_byte_timeout": 60.0, **options}
     model = ModelConfig(
-        id="remote", aliases=("default",), base_urls=tuple(urls), upstream_model=upstream_model, embeddings=True, **options
+        id="remote",
+        aliases=("default",),
+        base_urls=tuple(urls),
+        upstream_model=upstream_model,
+        embeddings=True,
+        **options,
     )
     return Settings(models=(model,))
 

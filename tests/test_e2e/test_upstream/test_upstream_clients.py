@@ -32,7 +32,12 @@ def oai(gateway: Gateway) -> Iterator[openai.OpenAI]:
 def test_openai_chat_whole_and_streamed(oai: openai.OpenAI) -> None:
     whole = oai.chat.completions.create(model="remote", messages=HI, max_tokens=TOKENS, temperature=0)
     stream = oai.chat.completions.create(
-        model="remote", messages=HI, max_tokens=TOKENS, temperature=0, stream=True, stream_options={"include_usage": True}
+        model="remote",
+        messages=HI,
+        max_tokens=TOKENS,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
     )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
@@ -45,19 +50,25 @@ def test_openai_chat_whole_and_streamed(oai: openai.OpenAI) -> None:
 
 def test_openai_completions_and_count(oai: openai.OpenAI, gateway: Gateway) -> None:
     whole = oai.completions.create(model="remote", prompt="Once upon a time", max_tokens=TOKENS, temperature=0)
-    parts = list(oai.completions.create(model="remote", prompt="Once upon a time", max_tokens=TOKENS, temperature=0, stream=True))
+    parts = list(
+        oai.completions.create(model="remote", prompt="Once upon a time", max_tokens=TOKENS, temperature=0, stream=True)
+    )
     assert whole.choices[0].text and "".join(p.choices[0].text for p in parts if p.choices) == whole.choices[0].text
     with anthropic.Anthropic(base_url=gateway.url, api_key="unused", max_retries=0) as claude:
         counted = claude.messages.count_tokens(model="remote", messages=HI)  # type: ignore[arg-type]
     direct = httpx.post(
-        f"{gateway.upstream.base_url}/chat/completions", json={"model": gateway.model, "messages": HI, "max_tokens": 1}, timeout=60
+        f"{gateway.upstream.base_url}/chat/completions",
+        json={"model": gateway.model, "messages": HI, "max_tokens": 1},
+        timeout=60,
     )
     assert counted.input_tokens == direct.json()["usage"]["prompt_tokens"] > 0  # exact, the chat template applied
 
 
 def test_openai_responses_whole_and_streamed(oai: openai.OpenAI) -> None:
     whole = oai.responses.create(model="remote", input="Say hello.", max_output_tokens=16, temperature=0)
-    events = list(oai.responses.create(model="remote", input="Say hello.", max_output_tokens=16, temperature=0, stream=True))
+    events = list(
+        oai.responses.create(model="remote", input="Say hello.", max_output_tokens=16, temperature=0, stream=True)
+    )
     assert whole.output_text and whole.status in ("completed", "incomplete")
     last = events[-1]
     assert last.type in ("response.completed", "response.incomplete")
@@ -104,7 +115,11 @@ def test_embeddings_through_an_asgi_llm_upstream(asgi_llm_gateway: Gateway) -> N
     gateway = asgi_llm_gateway
     with openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="unused", max_retries=0) as sdk:
         reply = sdk.embeddings.create(model="remote", input=["hello", "a longer sentence here"])
-    direct = httpx.post(f"{gateway.upstream.base_url}/embeddings", json={"model": "default", "input": ["hello", "a longer sentence here"]}, timeout=30).json()
+    direct = httpx.post(
+        f"{gateway.upstream.base_url}/embeddings",
+        json={"model": "default", "input": ["hello", "a longer sentence here"]},
+        timeout=30,
+    ).json()
     assert len(reply.data) == 2
     for ours, theirs in zip(reply.data, direct["data"]):  # the SDK fetches base64 float32: equal to float32 precision
         assert ours.embedding == pytest.approx(theirs["embedding"], abs=1e-6)
@@ -125,7 +140,9 @@ def test_usage_records_equal_the_upstreams_own(asgi_llm_gateway: Gateway) -> Non
             stream.get_final_message()
 
     def settled() -> bool:
-        return len(gateway.records()) - before_gw >= 5 and len(_generations(gateway.upstream.records())) - before_up >= 5
+        return (
+            len(gateway.records()) - before_gw >= 5 and len(_generations(gateway.upstream.records())) - before_up >= 5
+        )
 
     deadline = time.monotonic() + 10
     while not settled():
@@ -156,12 +173,16 @@ def test_asgi_llm_serve_goes_upstream_by_one_variable(asgi_llm_upstream: Any, as
     assert reply.usage is not None and reply.usage.completion_tokens == TOKENS
 
 
-def test_asgi_llm_serve_discovers_the_upstreams_models(asgi_llm_upstream: Any, asgi_llm_serve: Any, tmp_path: Path) -> None:
+def test_asgi_llm_serve_discovers_the_upstreams_models(
+    asgi_llm_upstream: Any, asgi_llm_serve: Any, tmp_path: Path
+) -> None:
     config = tmp_path / "gateway.toml"
     config.write_text(f'[[models]]\nbase_url = "{asgi_llm_upstream.base_url}"\ndiscover = true\nprefix = "up/"\n')
     with asgi_llm_serve("--config", str(config)) as served:
         listed = httpx.get(f"{served.url}/v1/models", timeout=10).json()
         with openai.OpenAI(base_url=f"{served.url}/v1", api_key="unused", max_retries=0, timeout=60) as sdk:
-            reply = sdk.chat.completions.create(model="up/SmolLM2-135M-Instruct", messages=HI, max_tokens=2, temperature=0)
+            reply = sdk.chat.completions.create(
+                model="up/SmolLM2-135M-Instruct", messages=HI, max_tokens=2, temperature=0
+            )
     assert [m["id"] for m in listed["data"]] == ["up/SmolLM2-135M-Instruct"]
     assert reply.choices[0].message.content

@@ -34,7 +34,9 @@ async def chat(request: Request) -> Response:
     seen_keys.append(auth)
     model = body["model"]
     if model == "limited":
-        return JSONResponse({"error": {"message": f"slow down ({auth})", "type": "rate_limit"}}, 429, {"retry-after": "7"})
+        return JSONResponse(
+            {"error": {"message": f"slow down ({auth})", "type": "rate_limit"}}, 429, {"retry-after": "7"}
+        )
     if model == "picky":
         return JSONResponse({"error": {"message": f"max_tokens is too large for {auth}", "param": "max_tokens"}}, 400)
     if model == "locked":
@@ -56,7 +58,9 @@ async def models(request: Request) -> JSONResponse:
 
 
 @pytest.fixture(scope="module")
-def gateway(monkeypatch_module: pytest.MonkeyPatch, serve_app: Any, serve_gateway: Any, unused_port: Any) -> Iterator[str]:
+def gateway(
+    monkeypatch_module: pytest.MonkeyPatch, serve_app: Any, serve_gateway: Any, unused_port: Any
+) -> Iterator[str]:
     monkeypatch_module.setenv("TEST_UPSTREAM_KEY", KEY)
     upstream = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]), Route("/v1/models", models)])
     with serve_app(upstream) as base:
@@ -114,7 +118,10 @@ def test_upstream_failures_are_gateway_errors(gateway: str, model: str, status: 
 
 def test_no_reply_carries_the_upstream_key_or_address(gateway: str) -> None:
     for model in ("limited", "picky", "locked", "broken", "down"):
-        for reply in (post(gateway, model), httpx.post(f"{gateway}/v1/messages", json={"model": model, "max_tokens": 4, "messages": HI}, timeout=30)):
+        for reply in (
+            post(gateway, model),
+            httpx.post(f"{gateway}/v1/messages", json={"model": model, "max_tokens": 4, "messages": HI}, timeout=30),
+        ):
             assert reply.status_code >= 400
             assert KEY not in reply.text and "127.0.0.1" not in reply.text
     health = httpx.get(f"{gateway}/v1/health", timeout=10).text
@@ -122,7 +129,9 @@ def test_no_reply_carries_the_upstream_key_or_address(gateway: str) -> None:
 
 
 def test_a_failure_mid_stream_ends_the_stream_with_an_error_event(gateway: str) -> None:
-    with httpx.stream("POST", f"{gateway}/v1/chat/completions", json={"model": "cut", "messages": HI, "stream": True}, timeout=30) as reply:
+    with httpx.stream(
+        "POST", f"{gateway}/v1/chat/completions", json={"model": "cut", "messages": HI, "stream": True}, timeout=30
+    ) as reply:
         assert reply.status_code == 200  # the first token had gone out
         text = reply.read().decode()
     assert '"Hel"' in text and "the GPU fell over" in text and '"error"' in text

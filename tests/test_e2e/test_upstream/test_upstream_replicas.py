@@ -29,12 +29,17 @@ def test_a_stopped_replica_loses_no_request_and_is_used_again_when_back(
     b = start_upstream(tmp_path / "b", port_b)
     try:
         settings = _settings([a.base_url, b.base_url])
-        with serve_gateway(settings) as url, openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=60) as sdk:
+        with (
+            serve_gateway(settings) as url,
+            openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=60) as sdk,
+        ):
 
             def ask(i: int) -> str:
                 stream = i % 2 == 0
                 if stream:
-                    chunks = sdk.chat.completions.create(model="remote", messages=HI, max_tokens=12, temperature=0, stream=True)
+                    chunks = sdk.chat.completions.create(
+                        model="remote", messages=HI, max_tokens=12, temperature=0, stream=True
+                    )
                     return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
                 reply = sdk.chat.completions.create(model="remote", messages=HI, max_tokens=12, temperature=0)
                 return reply.choices[0].message.content or ""
