@@ -69,7 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = settings_from_args(args)
         for model in settings.models:
-            model.resolved_path()
+            if not model.is_upstream:
+                model.resolved_path()
+        settings = _discovered(settings)
     except DefaultModelMissing as exc:
         print(f"asgi-llm: {exc}", file=sys.stderr)
         return 2
@@ -82,6 +84,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s:     %(name)s: %(message)s")
     uvicorn.run(standalone_app(settings), host=args.host, port=args.port, log_level=args.log_level, lifespan="on")
     return 0
+
+
+def _discovered(settings: Settings) -> Settings:
+    """Upstream models with `discover = true` replaced by those their upstream lists now."""
+    if not any(m.is_upstream and m.discover for m in settings.models):
+        return settings
+    import asyncio
+
+    from .core import LLMError
+    from .engines.upstream import discover_settings
+
+    try:
+        return asyncio.run(discover_settings(settings))
+    except LLMError as exc:
+        raise ValueError(f"model discovery failed: {exc.message}") from None
 
 
 def standalone_app(settings: Settings) -> Any:

@@ -90,11 +90,47 @@ class ModelConfig(BaseModel):
     )
     max_queue: int = Field(default=64, ge=0, description="Requests that may wait for a free sequence; beyond: 503.")
     keep_alive: float | None = Field(default=None, description="Seconds idle before unloading; None = never.")
+    # An upstream model: an OpenAI-compatible server (llama.cpp's server, vLLM, a cloud, another asgi-llm).
+    backend: Literal["local", "upstream"] | None = Field(
+        default=None, description="`local` (the GGUF `path`) or `upstream` (`base_url`); None = upstream iff a base_url is set."
+    )
+    base_url: str | None = Field(default=None, description="The upstream's OpenAI base URL (`http://host:8080/v1`); commas separate replicas.")
+    base_urls: tuple[str, ...] = Field(default=(), description="Replicas of one upstream model, load-balanced.")
+    api_key_env: str | None = Field(default=None, description="The environment variable holding the upstream's API key.")
+    upstream_model: str | None = Field(default=None, description="The model name the upstream knows; default: `id`.")
+    discover: bool = Field(default=False, description="Serve every model the upstream lists (`id` becomes `prefix` + its name).")
+    prefix: str = Field(default="", description="Put before discovered model names.")
+    connect_timeout: float = Field(default=5.0, gt=0, description="Seconds to connect to the upstream.")
+    first_byte_timeout: float = Field(default=120.0, gt=0, description="Seconds until the upstream's first streamed event.")
+    idle_timeout: float = Field(default=60.0, gt=0, description="Seconds the upstream may stay silent mid-stream.")
+    health_interval: float = Field(default=10.0, gt=0, description="Seconds between health checks of each upstream replica.")
 
     @field_validator("aliases", mode="before")
     @classmethod
     def _one_alias(cls, value: Any) -> Any:
         return (value,) if isinstance(value, str) else value
+
+    @field_validator("base_urls", mode="before")
+    @classmethod
+    def _comma_urls(cls, value: Any) -> Any:
+        return tuple(u.strip() for u in value.split(",") if u.strip()) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _upstream_is_reachable(self) -> ModelConfig:
+        if self.backend == "upstream" and not self.upstream_urls:
+            raise ValueError(f"model {self.id!r}: backend 'upstream' needs a base_url")
+        return self
+
+    @property
+    def is_upstream(self) -> bool:
+        """Whether an upstream server runs this model (else the local GGUF at `path`)."""
+        return self.backend == "upstream" or (self.backend is None and bool(self.upstream_urls))
+
+    @property
+    def upstream_urls(self) -> tuple[str, ...]:
+        """Every replica's base URL, without a trailing slash."""
+        urls = (*self.base_urls, *(self.base_url.split(",") if self.base_url else ()))
+        return tuple(dict.fromkeys(u.strip().rstrip("/") for u in urls if u.strip()))
 
     def resolved_path(self) -> str:
         return self.path if self.path is not None else default_model_path()
@@ -253,4 +289,8 @@ _ENV_MODEL_FIELDS = {
     "ASGI_LLM_N_GPU_LAYERS": "n_gpu_layers",
     "ASGI_LLM_N_THREADS": "n_threads",
     "ASGI_LLM_FLASH_ATTN": "flash_attn",
+    "ASGI_LLM_BASE_URL": "base_url",  # set: the first model is served by this upstream
+    "ASGI_LLM_BACKEND": "backend",  # `local` / `upstream`: flips the first model, its other settings kept
+    "ASGI_LLM_UPSTREAM_MODEL": "upstream_model",
+    "ASGI_LLM_API_KEY_ENV": "api_key_env",
 }

@@ -27,6 +27,15 @@ def _llama_engine(config: ModelConfig, thread: InferenceThread) -> Engine:
     return LlamaCppEngine(config, thread)
 
 
+def _engine_for(config: ModelConfig, thread: InferenceThread) -> Engine:
+    """A local GGUF on the inference thread, or an upstream server over HTTP, as the config says."""
+    if config.is_upstream:
+        from .engines.upstream import UpstreamEngine  # imported on first load, not at import time
+
+        return UpstreamEngine(config, thread)
+    return _llama_engine(config, thread)
+
+
 class _Slot:
     def __init__(self, config: ModelConfig) -> None:
         self.config = config
@@ -50,7 +59,7 @@ class ModelPool:
     def __init__(self, settings: Settings | None = None, *, engine_factory: EngineFactory | None = None) -> None:
         self.settings = settings or Settings()
         self.thread = InferenceThread()
-        self._factory = engine_factory or _llama_engine
+        self._factory = engine_factory or _engine_for
         self._slots = [_Slot(config) for config in self.settings.models]
         self._by_name = {name: slot for slot in self._slots for name in slot.config.names}
         self._users = 0
@@ -200,6 +209,8 @@ class ModelPool:
 
     @staticmethod
     def _file_size(config: ModelConfig) -> int:
+        if config.is_upstream:
+            return 0
         try:
             return os.path.getsize(config.resolved_path())
         except (OSError, RuntimeError):

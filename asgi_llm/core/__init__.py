@@ -3,8 +3,10 @@
 from .catalog import ModelCard, ModelState
 from .engine import Engine
 from .errors import (
+    BadGateway,
     ContextOverflow,
     Forbidden,
+    GatewayTimeout,
     InternalError,
     InvalidRequest,
     LLMError,
@@ -17,6 +19,7 @@ from .errors import (
     RetryLater,
     RouteNotFound,
     Unauthorized,
+    Unavailable,
     Unsupported,
 )
 from .events import (
@@ -51,6 +54,7 @@ from .requests import (
 )
 
 __all__ = [
+    "BadGateway",
     "ChatRequest",
     "CompletionRequest",
     "ContextOverflow",
@@ -61,6 +65,7 @@ __all__ = [
     "Finish",
     "FinishReason",
     "Forbidden",
+    "GatewayTimeout",
     "GenerationEvent",
     "GenerationRequest",
     "InternalError",
@@ -92,6 +97,7 @@ __all__ = [
     "TokenLogprob",
     "TopLogprob",
     "Unauthorized",
+    "Unavailable",
     "Unsupported",
     "Usage",
     "total_usage",

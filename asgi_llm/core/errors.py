@@ -17,6 +17,9 @@ __all__ = [
     "MethodNotAllowed",
     "Overloaded",
     "ModelNotReady",
+    "Unavailable",
+    "BadGateway",
+    "GatewayTimeout",
     "InternalError",
 ]
 
@@ -95,6 +98,27 @@ class ModelNotReady(RetryLater):
 
     status = 503
     code = "model_not_ready"
+
+
+class Unavailable(RetryLater):
+    """What serves the model (an upstream server) cannot be reached now."""
+
+    status = 503
+    code = "service_unavailable"
+
+
+class BadGateway(LLMError):
+    """What serves the model (an upstream server) answered with an error or nonsense."""
+
+    status = 502
+    code = "bad_gateway"
+
+
+class GatewayTimeout(LLMError):
+    """What serves the model (an upstream server) took too long to answer."""
+
+    status = 504
+    code = "gateway_timeout"
 
 
 class RouteNotFound(LLMError):

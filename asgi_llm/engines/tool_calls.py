@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from jsonschema.protocols import Validator  # type: ignore[import-untyped, unused-ignore]
 
@@ -84,10 +85,28 @@ def with_tools_note(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> t
         + json.dumps(listed, ensure_ascii=False)
         + '\nTo call a tool, answer with JSON: {"name": <the tool\'s name>, "arguments": <its arguments>}.'
     )
+    messages = tuple(_calls_as_text(m) if m.tool_calls else m for m in messages)
     if messages and messages[0].role == "system":
         first = messages[0]
         return (replace(first, content=f"{first.content}\n\n{note}" if first.content else note), *messages[1:])
     return (Message(role="system", content=note), *messages)
+
+
+def _calls_as_text(message: Message) -> Message:
+    """An earlier turn's calls written into its text the way the note asks for them (an array
+    when there are several): a template with no place for tools would drop them, and the
+    model would see a turn in which it said nothing."""
+    calls = [{"name": c.name, "arguments": _arguments(c.arguments)} for c in message.tool_calls]
+    written = json.dumps(calls[0] if len(calls) == 1 else calls, ensure_ascii=False)
+    content = f"{message.content}\n{written}" if message.content else written
+    return replace(message, content=content, tool_calls=())
+
+
+def _arguments(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 class JsonValues:

@@ -14,6 +14,7 @@ from asgi_llm.core import (
     InternalError,
     Message,
     TextDelta,
+    ToolCall,
     ToolCallDelta,
     ToolCallEnd,
     ToolCallStart,
@@ -150,3 +151,17 @@ def test_the_tools_note_joins_the_system_message_or_leads() -> None:
     assert '"name": "get_weather"' in alone[0].content and '"arguments"' in alone[0].content
     joined = with_tools_note([Message("system", "Be brief."), user], TOOLS)
     assert len(joined) == 2 and joined[0].content.startswith("Be brief.\n\nYou can call these tools:")
+
+
+def test_the_tools_note_writes_earlier_calls_as_the_text_it_asks_for() -> None:
+    """A template with no place for tools would drop an earlier turn's calls: they become its text."""
+    one = Message("assistant", "", tool_calls=(ToolCall("call_1", "get_weather", '{"city": "Oslo"}'),))
+    two = Message(
+        "assistant", "Both:", tool_calls=(ToolCall("call_2", "get_time", "{}"), ToolCall("call_3", "get_time", "{}"))
+    )
+    answer = Message("tool", "3 degrees", tool_call_id="call_1")
+    _, first, result, second = with_tools_note([one, answer, two], TOOLS)
+    assert first == Message("assistant", '{"name": "get_weather", "arguments": {"city": "Oslo"}}')
+    assert result == answer
+    assert second.content == 'Both:\n[{"name": "get_time", "arguments": {}}, {"name": "get_time", "arguments": {}}]'
+    assert second.tool_calls == ()

@@ -84,6 +84,10 @@ def test_only_the_engine_package_imports_llama_cpp() -> None:
     assert importers and all(name.startswith("asgi_llm.engines.llamacpp.") for name in importers), importers
 
 
+def test_only_the_upstream_engine_imports_httpx() -> None:
+    assert importers_of("httpx") == {"asgi_llm.engines.upstream"}
+
+
 def test_only_contrib_imports_host_frameworks() -> None:
     for framework in ("django", "litestar"):
         assert all(n.startswith("asgi_llm.contrib") for n in importers_of(framework))
