@@ -241,7 +241,7 @@ class UpstreamEngine:
         except TimeoutError:
             raise GatewayTimeout("The upstream server went silent mid-answer.") from None
 
-    async def _chunks(self, response: httpx.Response) -> AsyncIterator[Mapping[str, Any] | None]:
+    async def _chunks(self, response: httpx.Response) -> AsyncGenerator[Mapping[str, Any] | None, None]:
         """Decoded chunks, then None for `[DONE]`."""
         decoder = SSEDecoder()
         async for line in response.aiter_lines():
@@ -287,7 +287,7 @@ class UpstreamEngine:
             tried.append(replica)
             self.replicas.acquire(replica)
             try:
-                auth = self._auth[replica.url]
+                auth = self._auth[replica.url] or httpx.USE_CLIENT_DEFAULT
                 response = await self._client.post(
                     replica.url + path, json=body, timeout=self._plain_timeout(), auth=auth
                 )
@@ -317,12 +317,11 @@ class UpstreamEngine:
         llama-cpp-python's answer `/models` only between generations)."""
         assert self._client is not None
         timeout = httpx.Timeout(self.config.connect_timeout)
+        auth = self._auth[url] or httpx.USE_CLIENT_DEFAULT
         try:
-            response = await self._client.get(url + "/models", timeout=timeout, auth=self._auth[url])
+            response = await self._client.get(url + "/models", timeout=timeout, auth=auth)
             if response.status_code == 404:
-                response = await self._client.get(
-                    url.rsplit("/v1", 1)[0] + "/health", timeout=timeout, auth=self._auth[url]
-                )
+                response = await self._client.get(url.rsplit("/v1", 1)[0] + "/health", timeout=timeout, auth=auth)
         except httpx.ReadTimeout:
             return True
         except httpx.HTTPError:
