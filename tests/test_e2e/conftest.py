@@ -39,7 +39,10 @@ N_CTX = 2048
 def e2e_settings() -> Settings:
     return Settings(
         models=(
-            ModelConfig(id=MODEL, aliases=("default",), n_ctx=N_CTX, embeddings=True),
+            # One thread: llama.cpp's threads wait for each other at every step, so when the
+            # cores are shared (the test process itself, other jobs) two threads run up to ten
+            # times slower than one.
+            ModelConfig(id=MODEL, aliases=("default",), n_ctx=N_CTX, embeddings=True, n_threads=1),
             ModelConfig(id="chat-only", n_ctx=512, load="lazy"),
         ),
         max_body_bytes=256 * 1024,

@@ -1,0 +1,220 @@
+"""Acceptance: structured output with the real model, over every schema of `acceptance_cases`, through
+the official SDKs: chat `response_format` (json_schema, strict), Responses `text.format`, Ollama
+`format` and Anthropic `output_config.format`.
+
+Every schema runs in every protocol; whether it streams alternates with the schema and the
+protocol, so each protocol gets about half the schemas each way. Each reply must end on its
+own and be one JSON document that validates against the schema as the client wrote it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import traceback
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import anthropic
+import jsonschema
+import ollama
+import openai
+import pytest
+
+from .acceptance_cases import SCHEMA_CASES, TOKEN_CAP, SchemaCase
+
+MODEL = "SmolLM2-135M-Instruct"
+PROTOCOLS = ("chat", "responses", "ollama", "anthropic")
+FINISHED = {"chat": "stop", "responses": "completed", "ollama": "stop", "anthropic": "end_turn"}
+CONCURRENCY = 4
+TIMEOUT = 600
+
+
+@dataclass
+class Reply:
+    text: str
+    finish: str | None
+
+
+@dataclass
+class Run:
+    case: SchemaCase
+    protocol: str
+    stream: bool
+    reply: Reply | None = None
+    error: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.case.id} [{self.protocol}, {'stream' if self.stream else 'whole'}]"
+
+
+@dataclass
+class Clients:
+    openai: openai.AsyncOpenAI
+    claude: anthropic.AsyncAnthropic
+    llama: ollama.AsyncClient
+
+
+def streams(case_index: int, protocol: str) -> bool:
+    return (case_index + PROTOCOLS.index(protocol)) % 2 == 0
+
+
+def _ask(case: SchemaCase) -> str:
+    return f"{case.prompt} Answer in JSON."
+
+
+async def chat(clients: Clients, case: SchemaCase, stream: bool) -> Reply:
+    common: Any = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": _ask(case)}],
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "answer", "schema": case.schema, "strict": True},
+        },
+        "max_tokens": case.max_tokens,
+        "temperature": 0,
+        "seed": 7,
+    }
+    if not stream:
+        completion = await clients.openai.chat.completions.create(**common)
+        return Reply(completion.choices[0].message.content or "", completion.choices[0].finish_reason)
+    reply = Reply("", None)
+    async for chunk in await clients.openai.chat.completions.create(**common, stream=True):
+        for c in chunk.choices:
+            reply.text += c.delta.content or ""
+            reply.finish = c.finish_reason or reply.finish
+    return reply
+
+
+async def responses(clients: Clients, case: SchemaCase, stream: bool) -> Reply:
+    common: Any = {
+        "model": MODEL,
+        "input": _ask(case),
+        "text": {"format": {"type": "json_schema", "name": "answer", "schema": case.schema, "strict": True}},
+        "max_output_tokens": case.max_tokens,
+        "temperature": 0,
+    }
+    if not stream:
+        response = await clients.openai.responses.create(**common)
+        return Reply(response.output_text, response.status)
+    reply = Reply("", None)
+    async for event in await clients.openai.responses.create(**common, stream=True):
+        if event.type == "response.output_text.delta":
+            reply.text += event.delta
+        elif event.type in ("response.completed", "response.incomplete", "response.failed"):
+            reply.finish = event.response.status
+            if event.response.output_text != reply.text:
+                reply.finish = f"{reply.finish}, but the deltas differ from {event.response.output_text!r}"
+    return reply
+
+
+async def ollama_chat(clients: Clients, case: SchemaCase, stream: bool) -> Reply:
+    common: Any = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": _ask(case)}],
+        "format": case.schema,
+        "options": {"temperature": 0, "seed": 7, "num_predict": case.max_tokens},
+    }
+    parts = await clients.llama.chat(**common, stream=stream)
+    reply = Reply("", None)
+    for part in [parts] if not stream else [p async for p in parts]:  # type: ignore[union-attr]
+        reply.text += part.message.content or ""
+        reply.finish = part.done_reason or reply.finish
+    return reply
+
+
+async def messages(clients: Clients, case: SchemaCase, stream: bool) -> Reply:
+    common: Any = {
+        "model": MODEL,
+        "max_tokens": case.max_tokens,
+        "messages": [{"role": "user", "content": _ask(case)}],
+        "output_config": {"format": {"type": "json_schema", "schema": case.schema}},
+        "extra_body": {"temperature": 0},  # this version of the client takes no `temperature` argument
+    }
+    if not stream:
+        message = await clients.claude.messages.create(**common)
+    else:
+        async with clients.claude.messages.stream(**common) as events:
+            deltas = "".join(
+                [e.delta.text async for e in events if e.type == "content_block_delta" and e.delta.type == "text_delta"]
+            )
+            message = await events.get_final_message()
+    text = "".join(block.text for block in message.content if block.type == "text")
+    if stream and deltas != text:
+        return Reply(text, f"{message.stop_reason}, but the deltas were {deltas!r}")
+    return Reply(text, message.stop_reason)
+
+
+ASK: dict[str, Callable[[Clients, SchemaCase, bool], Awaitable[Reply]]] = {
+    "chat": chat,
+    "responses": responses,
+    "ollama": ollama_chat,
+    "anthropic": messages,
+}
+
+
+async def _run_all(url: str) -> list[Run]:
+    runs = [Run(case, p, streams(i, p)) for i, case in enumerate(SCHEMA_CASES) for p in PROTOCOLS]
+    gate = asyncio.Semaphore(CONCURRENCY)
+    async with (
+        openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=TIMEOUT) as oa,
+        anthropic.AsyncAnthropic(base_url=url, api_key="unused", max_retries=0, timeout=TIMEOUT) as claude,
+        ollama.AsyncClient(host=url, timeout=TIMEOUT) as llama,
+    ):
+        clients = Clients(oa, claude, llama)
+
+        async def one(run: Run) -> None:
+            async with gate:
+                try:
+                    run.reply = await ASK[run.protocol](clients, run.case, run.stream)
+                except Exception:  # noqa: BLE001  (reported with its case, protocol and mode)
+                    run.error = traceback.format_exc(limit=3)
+
+        await asyncio.gather(*(one(run) for run in runs))
+    return runs
+
+
+@pytest.fixture(scope="module")
+def runs(server: Any) -> list[Run]:
+    return asyncio.run(_run_all(server.url))
+
+
+def problems(run: Run) -> Iterator[str]:
+    reply = run.reply
+    if reply is None:
+        yield f"request failed:\n{run.error}"
+        return
+    if reply.finish != FINISHED[run.protocol]:
+        yield f"ended {reply.finish!r}, not {FINISHED[run.protocol]!r}"
+    try:
+        jsonschema.validate(json.loads(reply.text), run.case.schema)
+    except ValueError as exc:
+        yield f"not JSON: {exc}"
+    except jsonschema.ValidationError as exc:
+        yield f"does not validate: {str(exc).splitlines()[0]}"
+
+
+def test_the_schemas_are_many_and_varied() -> None:
+    assert len(SCHEMA_CASES) >= 50
+    text = json.dumps([case.schema for case in SCHEMA_CASES])
+    for keyword in ('"integer"', '"number"', '"boolean"', '"null"', '"enum"', '"const"', '"items"', '"prefixItems"'):
+        assert keyword in text
+    for keyword in ('"anyOf"', '"oneOf"', '"allOf"', '"$ref"', '"$defs"', '"definitions"', '"format"', '"minLength"'):
+        assert keyword in text
+    roots = {json.dumps(case.schema.get("type")) for case in SCHEMA_CASES}
+    assert {'"object"', '"array"', '"string"', '"integer"', '"number"', '"boolean"', "null"} <= roots
+    assert len({case.id for case in SCHEMA_CASES}) == len(SCHEMA_CASES)
+    assert all(case.max_tokens <= TOKEN_CAP for case in SCHEMA_CASES)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_structured_output_always_validates(runs: list[Run], protocol: str, stream: bool) -> None:
+    mine = [run for run in runs if run.protocol == protocol and run.stream == stream]
+    assert len(mine) >= 25
+    failed = [
+        f"{run.label}: {'; '.join(found)}\n    output: {run.reply!r}" for run in mine if (found := list(problems(run)))
+    ]
+    assert not failed, f"{len(failed)} of {len(mine)} failed:\n" + "\n".join(failed)
