@@ -11,6 +11,9 @@ Against each server, C clients (C = 1, 4, 8) send streaming completions back to 
 Aggregate tokens/s = all completion tokens / wall time of the round; per-stream tokens/s = (tokens - 1) /
 (last token - first token) of one response; time to first token = request sent to first text chunk.
 
+Before the servers it also times bare `llama_decode` steps of 1, 4 and 8 rows on a batched context (no
+sampling, no Python per token): the most batching can give on this machine and build.
+
 Run: .venv/bin/python benchmarks/batching.py [--tokens N] [--requests R] [--parallel P] [--threads T]
 """
 
@@ -75,6 +78,34 @@ def in_process(model: str, threads: int, tokens: int, repeats: int) -> list[Samp
     return samples[1:]  # the first was a warm-up
 
 
+def decode_ceiling(model: str, threads: int, rows: tuple[int, ...] = CONCURRENCY, steps: int = 30) -> dict[int, float]:
+    """Tokens/s of bare batched decode steps, `rows` sequences one token each (best of three)."""
+    from asgi_llm.config import ModelConfig
+    from asgi_llm.engines.batching import BatchToken
+    from asgi_llm.engines.llamacpp.native import Decoder, Model, new_context
+
+    config = ModelConfig(path=model, n_threads=threads, n_ctx=1024, parallel=max(rows))
+    weights = Model(config)
+    decoder = Decoder(new_context(weights, config, sequences=max(rows)), capacity=config.n_batch)
+    prompt = weights.tokenize(PROMPT, add_bos=True)
+    for sequence in range(max(rows)):
+        decoder.decode([BatchToken(t, i, sequence, i == len(prompt) - 1) for i, t in enumerate(prompt)])
+    rates = {}
+    for count in rows:
+        best = float("inf")
+        for _ in range(3):
+            started = time.perf_counter()
+            for step in range(steps):
+                decoder.decode([BatchToken(100, len(prompt) + step, s, True) for s in range(count)])
+            best = min(best, (time.perf_counter() - started) / steps)
+            for sequence in range(count):
+                decoder.forget(sequence, len(prompt))
+        rates[count] = count / best
+    decoder.close()
+    weights.close()
+    return rates
+
+
 async def one_request(client: httpx.AsyncClient, tokens: int) -> Sample:
     body = {"model": MODEL_ID, "prompt": PROMPT, "max_tokens": tokens, "temperature": 0, "stream": True}
     started = time.perf_counter()
@@ -129,6 +160,11 @@ def main() -> None:
     base_rate = statistics.median(s.stream_rate for s in base)
     base_ttft = statistics.median(s.ttft for s in base)
     print(f"\nin-process llama-cpp-python: {base_rate:.1f} tokens/s, time to first token {base_ttft * 1000:.0f} ms")
+    ceiling = decode_ceiling(args.model, args.threads)
+    gc.collect()
+    print("bare llama_decode, one token per row: " + "  ".join(
+        f"{rows} rows {rate:.0f} t/s ({rate / base_rate:.2f}×)" for rows, rate in ceiling.items()
+    ))
 
     header = f"{'mode':<14}{'C':>3}{'aggregate t/s':>15}{'× in-proc':>11}{'per-stream t/s':>16}{'TTFT p50 ms':>13}{'p95 ms':>8}"
     print("\n" + header)

@@ -20,7 +20,6 @@ import argparse
 import gc
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,8 @@ import time
 from pathlib import Path
 
 import httpx
+
+from _server import cpu_busy, free_port
 
 PROMPT = "Write a long story about a lighthouse keeper.\n\n"
 MODEL_ID = "bench"
@@ -96,26 +97,6 @@ def stream_once(client: httpx.Client, url: str, tokens: int) -> tuple[int, float
     return usage, rate(times), "".join(parts), len(times)
 
 
-def cpu_busy(seconds: float = 1.0) -> float | None:
-    """Fraction of all cores busy over `seconds` (Linux /proc/stat), before anything of ours runs."""
-
-    def sample() -> tuple[int, int]:
-        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-        return sum(fields), fields[3] + fields[4]
-
-    try:
-        total, idle = sample()
-        time.sleep(seconds)
-        total2, idle2 = sample()
-    except OSError:
-        return None
-    return 1 - (idle2 - idle) / max(total2 - total, 1)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def measure_server(model: str, threads: int, tokens: int, repeats: int) -> list[tuple[int, float, str, int]]:

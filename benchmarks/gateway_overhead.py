@@ -24,7 +24,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,29 +32,11 @@ from pathlib import Path
 
 import httpx
 
+from _server import cpu_busy, free_port
+
 MESSAGES = [{"role": "user", "content": "Write a short story about a lighthouse keeper."}]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def cpu_busy(seconds: float = 1.0) -> float | None:
-    """Fraction of all cores busy over `seconds` (Linux /proc/stat), before anything of ours runs."""
-
-    def sample() -> tuple[int, int]:
-        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-        return sum(fields), fields[3] + fields[4]
-
-    try:
-        total, idle = sample()
-        time.sleep(seconds)
-        total2, idle2 = sample()
-    except OSError:
-        return None
-    return 1 - (idle2 - idle) / max(total2 - total, 1)
 
 
 def serve(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,6 +30,8 @@ import time
 from pathlib import Path
 
 import httpx
+
+from _server import cpu_busy, free_port
 
 HERE = Path(__file__).resolve().parent
 KEY = "sk-bench-0123456789"
@@ -68,11 +69,6 @@ def make_app():  # uvicorn --factory entry point, run in each server child proce
     pool = ModelPool(settings, engine_factory=factory) if factory else ModelPool(settings)
     return LLMApp(pool=pool, middleware=None if with_middleware else ())
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Server:
@@ -208,21 +204,6 @@ def ledger_rows(path: str) -> int | None:
         return None
     return None
 
-
-def cpu_busy(seconds: float = 1.0) -> float | None:
-    """Fraction of all cores busy over `seconds` (Linux /proc/stat), before anything of ours runs."""
-
-    def sample() -> tuple[int, int]:
-        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-        return sum(fields), fields[3] + fields[4]
-
-    try:
-        total, idle = sample()
-        time.sleep(seconds)
-        total2, idle2 = sample()
-    except OSError:
-        return None
-    return 1 - (idle2 - idle) / max(total2 - total, 1)
 
 
 def run(engine: str, n: int, block: int, max_tokens: int | None, folder: str) -> None:

@@ -67,11 +67,16 @@ def _top_entry(model: Model, token: int, value: float) -> TopLogprob:
     return TopLogprob(token=piece.decode("utf-8", "replace"), logprob=value, bytes=piece)
 
 
+def _remembers(params: SamplingParams) -> bool:
+    """Whether the chain keeps a history of accepted tokens (only penalties do)."""
+    return params.repeat_penalty != 1.0 or bool(params.frequency_penalty) or bool(params.presence_penalty)
+
+
 def _chain(params: SamplingParams, index: int, n_vocab: int) -> Any:
     chain = internals.LlamaSampler()
     if params.logit_bias:
         chain.add_logit_bias(n_vocab, dict(params.logit_bias))
-    if params.repeat_penalty != 1.0 or params.frequency_penalty or params.presence_penalty:
+    if _remembers(params):
         chain.add_penalties(n_vocab, _PENALTY_WINDOW, params.repeat_penalty, params.frequency_penalty, params.presence_penalty)
     if params.temperature <= 0:
         chain.add_greedy()
@@ -152,6 +157,7 @@ class Sampling:
         self._model = model
         self._logits = logits
         self._chain = _chain(params, index, model.n_vocab)
+        self._remembers = _remembers(params)
         self._control_pieces = control_pieces  # reasoning markers that are control tokens
         self._call_markers = call_markers  # tool-call markers that are control tokens
         self._grammar: Any = None
@@ -180,10 +186,14 @@ class Sampling:
         """The next token from batch row `row` of the last decode on `context`."""
         if self._grammar is None:
             return int(self._chain.sample(context, row))
-        token = self._pick(row, None)
+        if self._remembers:
+            token = self._pick(row, None)
+        else:  # llama.cpp's own pass is faster than ours, and accepting into this chain changes nothing
+            token = int(self._chain.sample(context, row))
         if not _allows(self._grammar, token):
             token = self._pick(row, self._grammar)
-        llama_cpp.llama_sampler_accept(self._chain.sampler, token)
+        if self._remembers:
+            llama_cpp.llama_sampler_accept(self._chain.sampler, token)
         llama_cpp.llama_sampler_accept(self._grammar, token)
         return token
 
