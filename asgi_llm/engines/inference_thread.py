@@ -15,7 +15,7 @@ import logging
 import queue
 import threading
 from collections import deque
-from collections.abc import AsyncGenerator, Callable, Generator, Hashable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Hashable
 from typing import Any, Generic, Protocol, TypeVar
 
 from ..core.errors import ModelNotReady
@@ -58,6 +58,16 @@ class Channel(Generic[T]):
             finally:
                 self._waiter = None
         return self._items.popleft()
+
+    async def until(self, end: object) -> AsyncIterator[T]:
+        """Received items up to `end`; an exception sent as an item is raised here."""
+        while True:
+            item = await self.receive()
+            if item is end:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item  # type: ignore[misc]
 
 
 class Stepper(Protocol):
@@ -154,13 +164,8 @@ class InferenceThread:
         job = _StreamJob(lane, make, channel)
         self._inbox.put(job)
         try:
-            while True:
-                item = await channel.receive()
-                if item is _END:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
-                yield item  # type: ignore[misc]
+            async for item in channel.until(_END):
+                yield item
         finally:
             job.cancelled = True
 

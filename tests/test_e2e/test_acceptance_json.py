@@ -11,54 +11,26 @@ from __future__ import annotations
 
 import asyncio
 import json
-import traceback
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import anthropic
 import jsonschema
-import ollama
 import openai
 import pytest
 
 from .acceptance_cases import SCHEMA_CASES, TOKEN_CAP, SchemaCase
+from .acceptance_runs import Clients, Run, run_all
 
 MODEL = "SmolLM2-135M-Instruct"
 PROTOCOLS = ("chat", "responses", "ollama", "anthropic")
 FINISHED = {"chat": "stop", "responses": "completed", "ollama": "stop", "anthropic": "end_turn"}
-CONCURRENCY = 4
-TIMEOUT = 600
 
 
 @dataclass
 class Reply:
     text: str
     finish: str | None
-
-
-@dataclass
-class Run:
-    case: SchemaCase
-    protocol: str
-    stream: bool
-    reply: Reply | None = None
-    error: str | None = None
-
-    @property
-    def label(self) -> str:
-        return f"{self.case.id} [{self.protocol}, {'stream' if self.stream else 'whole'}]"
-
-
-@dataclass
-class Clients:
-    openai: openai.AsyncOpenAI
-    claude: anthropic.AsyncAnthropic
-    llama: ollama.AsyncClient
-
-
-def streams(case_index: int, protocol: str) -> bool:
-    return (case_index + PROTOCOLS.index(protocol)) % 2 == 0
 
 
 def _ask(case: SchemaCase) -> str:
@@ -155,33 +127,12 @@ ASK: dict[str, Callable[[Clients, SchemaCase, bool], Awaitable[Reply]]] = {
 }
 
 
-async def _run_all(url: str) -> list[Run]:
-    runs = [Run(case, p, streams(i, p)) for i, case in enumerate(SCHEMA_CASES) for p in PROTOCOLS]
-    gate = asyncio.Semaphore(CONCURRENCY)
-    async with (
-        openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=TIMEOUT) as oa,
-        anthropic.AsyncAnthropic(base_url=url, api_key="unused", max_retries=0, timeout=TIMEOUT) as claude,
-        ollama.AsyncClient(host=url, timeout=TIMEOUT) as llama,
-    ):
-        clients = Clients(oa, claude, llama)
-
-        async def one(run: Run) -> None:
-            async with gate:
-                try:
-                    run.reply = await ASK[run.protocol](clients, run.case, run.stream)
-                except Exception:  # noqa: BLE001  (reported with its case, protocol and mode)
-                    run.error = traceback.format_exc(limit=3)
-
-        await asyncio.gather(*(one(run) for run in runs))
-    return runs
-
-
 @pytest.fixture(scope="module")
-def runs(server: Any) -> list[Run]:
-    return asyncio.run(_run_all(server.url))
+def runs(server: Any) -> list[Run[SchemaCase]]:
+    return asyncio.run(run_all(server.url, SCHEMA_CASES, PROTOCOLS, ASK))
 
 
-def problems(run: Run) -> Iterator[str]:
+def problems(run: Run[SchemaCase]) -> Iterator[str]:
     reply = run.reply
     if reply is None:
         yield f"request failed:\n{run.error}"
@@ -211,7 +162,7 @@ def test_the_schemas_are_many_and_varied() -> None:
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_structured_output_always_validates(runs: list[Run], protocol: str, stream: bool) -> None:
+def test_structured_output_always_validates(runs: list[Run[SchemaCase]], protocol: str, stream: bool) -> None:
     mine = [run for run in runs if run.protocol == protocol and run.stream == stream]
     assert len(mine) >= 25
     failed = [

@@ -21,23 +21,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-import traceback
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import anthropic
 import jsonschema
 import ollama
 import openai
 import pytest
 
 from .acceptance_cases import TOKEN_CAP, TOOL_CASES, ToolCase, example
+from .acceptance_runs import Clients, Run, run_all
 
 MODEL = "SmolLM2-135M-Instruct"
 PROTOCOLS = ("chat", "responses", "anthropic", "ollama")
-CONCURRENCY = 4
-TIMEOUT = 600
 OLLAMA_LIMIT = 192  # strings arrive unbounded (see above), so a call may run on: cut it short
 
 
@@ -49,30 +46,6 @@ class Reply:
     finish: str | None = None
     text: str = ""
     problems: list[str] = field(default_factory=list)  # stream-shape faults seen while reading
-
-
-@dataclass
-class Run:
-    case: ToolCase
-    protocol: str
-    stream: bool
-    reply: Reply | None = None
-    error: str | None = None
-
-    @property
-    def label(self) -> str:
-        return f"{self.case.id} [{self.protocol}, {'stream' if self.stream else 'whole'}]"
-
-
-@dataclass
-class Clients:
-    openai: openai.AsyncOpenAI
-    claude: anthropic.AsyncAnthropic
-    llama: ollama.AsyncClient
-
-
-def streams(case_index: int, protocol: str) -> bool:
-    return (case_index + PROTOCOLS.index(protocol)) % 2 == 0
 
 
 # -- OpenAI chat ------------------------------------------------------------------
@@ -262,30 +235,9 @@ ASK: dict[str, Callable[[Clients, ToolCase, bool], Awaitable[Reply]]] = {
 }
 
 
-async def _run_all(url: str) -> list[Run]:
-    runs = [Run(case, p, streams(i, p)) for i, case in enumerate(TOOL_CASES) for p in PROTOCOLS]
-    gate = asyncio.Semaphore(CONCURRENCY)
-    async with (
-        openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=TIMEOUT) as oa,
-        anthropic.AsyncAnthropic(base_url=url, api_key="unused", max_retries=0, timeout=TIMEOUT) as claude,
-        ollama.AsyncClient(host=url, timeout=TIMEOUT) as llama,
-    ):
-        clients = Clients(oa, claude, llama)
-
-        async def one(run: Run) -> None:
-            async with gate:
-                try:
-                    run.reply = await ASK[run.protocol](clients, run.case, run.stream)
-                except Exception:  # noqa: BLE001  (reported with its case, protocol and mode)
-                    run.error = traceback.format_exc(limit=3)
-
-        await asyncio.gather(*(one(run) for run in runs))
-    return runs
-
-
 @pytest.fixture(scope="module")
-def runs(server: Any) -> list[Run]:
-    return asyncio.run(_run_all(server.url))
+def runs(server: Any) -> list[Run[ToolCase]]:
+    return asyncio.run(run_all(server.url, TOOL_CASES, PROTOCOLS, ASK))
 
 
 # -- checks ---------------------------------------------------------------------------
@@ -297,7 +249,7 @@ def _arguments(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
-def forced_problems(run: Run) -> Iterator[str]:
+def forced_problems(run: Run[ToolCase]) -> Iterator[str]:
     """What is wrong with a forced call's reply; nothing when it is one valid call of the right tool."""
     reply = run.reply
     if reply is None:
@@ -319,7 +271,7 @@ def forced_problems(run: Run) -> Iterator[str]:
             yield f"arguments {arguments!r} of {name!r} are not valid: {str(exc).splitlines()[0]}"
 
 
-def offered_problems(run: Run) -> Iterator[str]:
+def offered_problems(run: Run[ToolCase]) -> Iterator[str]:
     """What is wrong with an Ollama reply to offered tools: any call must be valid, or none come."""
     reply = run.reply
     if reply is None:
@@ -338,7 +290,7 @@ def offered_problems(run: Run) -> Iterator[str]:
             yield f"arguments {arguments!r} of {name!r} are not valid: {str(exc).splitlines()[0]}"
 
 
-def failures(runs: list[Run], check: Callable[[Run], Iterator[str]]) -> list[str]:
+def failures(runs: list[Run[ToolCase]], check: Callable[[Run[ToolCase]], Iterator[str]]) -> list[str]:
     """One line per failed run: which case, protocol and mode, what is wrong, and what came."""
     found = [(run, list(check(run))) for run in runs]
     return [f"{run.label}: {'; '.join(problems)}\n    output: {run.reply!r}" for run, problems in found if problems]
@@ -364,7 +316,7 @@ def test_the_cases_are_many_and_varied() -> None:
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 @pytest.mark.parametrize("protocol", ["chat", "responses", "anthropic"])
-def test_forced_calls_are_always_valid(runs: list[Run], protocol: str, stream: bool) -> None:
+def test_forced_calls_are_always_valid(runs: list[Run[ToolCase]], protocol: str, stream: bool) -> None:
     mine = [run for run in runs if run.protocol == protocol and run.stream == stream]
     assert len(mine) >= 25
     failed = failures(mine, forced_problems)
@@ -372,7 +324,7 @@ def test_forced_calls_are_always_valid(runs: list[Run], protocol: str, stream: b
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
-def test_ollama_calls_to_offered_tools_are_always_valid(runs: list[Run], stream: bool) -> None:
+def test_ollama_calls_to_offered_tools_are_always_valid(runs: list[Run[ToolCase]], stream: bool) -> None:
     mine = [run for run in runs if run.protocol == "ollama" and run.stream == stream]
     assert len(mine) >= 25
     failed = failures(mine, offered_problems)

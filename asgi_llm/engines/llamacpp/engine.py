@@ -122,12 +122,7 @@ class LlamaCppEngine:
         self._pending += 1
         try:
             await self._thread.call(lambda: self._submit(request, ticket))
-            while True:
-                item = await channel.receive()
-                if item is END:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
+            async for item in channel.until(END):
                 yield item  # type: ignore[misc]
         finally:
             ticket.cancelled = True
