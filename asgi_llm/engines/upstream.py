@@ -34,7 +34,7 @@ from ..core.errors import BadGateway, GatewayTimeout, LLMError, ModelNotReady, U
 from ..core.events import Embedding, EmbeddingResult, GenerationEvent
 from ..core.requests import ChatRequest, CompletionRequest, EmbeddingRequest, GenerationRequest
 from .upstream_errors import error_from_body, error_from_response, retryable, scrub
-from .upstream_replicas import NoReplica, Replica, ReplicaSet
+from .upstream_replicas import Replica, ReplicaSet
 from .upstream_stream import ChunkTranslator, SSEDecoder, usage_of
 from .upstream_wire import (
     UpstreamModel,
@@ -159,14 +159,8 @@ class UpstreamEngine:
     ) -> AsyncGenerator[list[GenerationEvent], None]:
         """The stream from the first replica that produces a first event, with that event's batch
         ready; replicas that fail before it are marked and skipped."""
-        tried: list[Replica] = []
         last: LLMError = Unavailable("The upstream server cannot be reached; retry shortly.")
-        while True:
-            try:
-                replica = self.replicas.choose(tried)
-            except NoReplica:
-                raise last from None
-            tried.append(replica)
+        for replica in self.replicas.attempts():
             stream = self._attempt(replica, path, body, request)
             try:
                 async with asyncio.timeout(self.config.first_byte_timeout):
@@ -187,6 +181,7 @@ class UpstreamEngine:
                 await stream.aclose()
                 raise
             return _prepend(first, stream)
+        raise last
 
     async def _attempt(
         self, replica: Replica, path: str, body: dict[str, Any], request: GenerationRequest
@@ -277,14 +272,8 @@ class UpstreamEngine:
     async def _post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """One non-streamed request, retried on another replica where this one fails."""
         assert self._client is not None, "the engine is not loaded"
-        tried: list[Replica] = []
         last: LLMError = Unavailable("The upstream server cannot be reached; retry shortly.")
-        while True:
-            try:
-                replica = self.replicas.choose(tried)
-            except NoReplica:
-                raise last from None
-            tried.append(replica)
+        for replica in self.replicas.attempts():
             self.replicas.acquire(replica)
             try:
                 auth = self._auth[replica.url] or httpx.USE_CLIENT_DEFAULT
@@ -306,6 +295,7 @@ class UpstreamEngine:
             last = error
             if response.status_code >= 500:
                 self.replicas.failed(replica)
+        raise last
 
     def _plain_timeout(self) -> httpx.Timeout:
         cfg = self.config

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +72,17 @@ class ReplicaSet:
         if healthy:
             return min(healthy, key=lambda r: (r.outstanding, r.requests, r.number))
         return min(left, key=lambda r: (r.due, r.number))
+
+    def attempts(self) -> Iterator[Replica]:
+        """Each replica in the order `choose` picks them, each once: one request's tries."""
+        tried: list[Replica] = []
+        while True:
+            try:
+                replica = self.choose(tried)
+            except NoReplica:
+                return
+            tried.append(replica)
+            yield replica
 
     def acquire(self, replica: Replica) -> None:
         replica.outstanding += 1

@@ -80,3 +80,11 @@ async def test_checks_probe_only_what_is_due_and_mark_by_the_answer() -> None:
     assert a.healthy and replicas.next_due() == 2  # b, checked at 100, is due at 105
     assert replicas.describe()[0] == {"replica": 0, "healthy": True, "outstanding": 0, "requests": 0}
     assert "http" not in str(replicas.describe())
+
+
+def test_one_request_tries_each_replica_once_healthy_and_least_loaded_first() -> None:
+    replicas = ReplicaSet(["http://a", "http://b", "http://c"], clock=Clock())
+    a, b, c = replicas.replicas
+    replicas.acquire(a)
+    replicas.failed(b)
+    assert [r.url for r in replicas.attempts()] == ["http://c", "http://a", "http://b"]
