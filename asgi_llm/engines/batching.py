@@ -114,6 +114,11 @@ class Scheduler:
     def active(self) -> bool:
         return bool(self._queue or self._active)
 
+    @property
+    def free_slots(self) -> int:
+        """Sequences no choice holds (read from the event loop too: a snapshot)."""
+        return sum(slot.job is None for slot in self._slots)
+
     def submit(self, jobs: Iterable[Job]) -> None:
         self._queue.extend(jobs)
 

@@ -214,3 +214,11 @@ def test_abandon_ends_every_ticket_with_the_error() -> None:
     scheduler.abandon(gone)
     assert running.items[-1] is gone and queued.items == [gone]
     assert not scheduler.active
+
+
+def test_free_slots_count_sequences_not_requests() -> None:
+    scheduler = Scheduler(Recorder(), slots=4, batch=64, chunk=8)
+    submit(scheduler, [1, 2], 5, choices=3)
+    assert scheduler.free_slots == 4
+    scheduler.step()
+    assert (scheduler.running, scheduler.free_slots) == (1, 1)  # one request holding three sequences

@@ -115,7 +115,7 @@ class LlamaCppEngine:
     async def _generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
         if self._model is None:
             raise ModelNotReady("The model is not loaded yet.")
-        if self.waiting >= self.config.max_queue and not self._free_now():
+        if self._queue_full():
             raise Overloaded("Too many requests are waiting for this model; retry shortly.")
         channel: Channel[object] = Channel(asyncio.get_running_loop())
         ticket = Ticket(channel.send, choices=0)
@@ -128,10 +128,11 @@ class LlamaCppEngine:
             ticket.cancelled = True
             self._pending -= 1
 
-    def _free_now(self) -> bool:
-        """Whether a sequence is free for a request arriving now (a snapshot)."""
-        running = self._scheduler.running if self._scheduler is not None else 0
-        return self._pending <= running and running < self.config.parallel
+    def _queue_full(self) -> bool:
+        """Whether a request arriving now would wait behind `max_queue` others (a snapshot: the
+        free sequences take the first of those waiting)."""
+        free = self._scheduler.free_slots if self._scheduler is not None else 0
+        return self.waiting + 1 > self.config.max_queue + free
 
     # -- on the inference thread -------------------------------------------------
 
