@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
 
 import pytest
 
 from asgi_llm import ModelConfig
 from asgi_llm.core import ChatRequest, CompletionRequest, Finish, Message, Overloaded, SamplingParams, TextDelta
 from asgi_llm.core.requests import GenerationRequest
-from asgi_llm.engines.inference_thread import InferenceThread
 from asgi_llm.engines.llamacpp import LlamaCppEngine
+
+from .local_engine import local_engine
 
 pytestmark = pytest.mark.anyio
 KEEP_TALKING = ((0, -100.0), (2, -100.0))  # tokens 0 and 2 end SmolLM2's turn
@@ -25,23 +25,15 @@ QUESTIONS = (
 )
 
 
+
 def chat(text: str | tuple[Message, ...], max_tokens: int = 48, n: int = 1, **sampling: object) -> ChatRequest:
     params = SamplingParams(max_tokens=max_tokens, **{"temperature": 0, **sampling})  # type: ignore[arg-type]
     messages = (Message("user", text),) if isinstance(text, str) else text
     return ChatRequest(model="m", messages=messages, sampling=params, n=n)
 
 
-@contextlib.asynccontextmanager
-async def engine_with(**options: object) -> AsyncIterator[LlamaCppEngine]:
-    thread = InferenceThread()
-    thread.start()
-    engine = LlamaCppEngine(ModelConfig(**{"n_ctx": 1024, **options}), thread)  # type: ignore[arg-type]
-    try:
-        await engine.load()
-        yield engine
-    finally:
-        await engine.close()
-        await thread.stop()
+def engine_with(**options: object) -> contextlib.AbstractAsyncContextManager[LlamaCppEngine]:
+    return local_engine(ModelConfig(**{"n_ctx": 1024, **options}))  # type: ignore[arg-type]
 
 
 async def collect(engine: LlamaCppEngine, request: GenerationRequest) -> tuple[dict[int, str], list[Finish]]:

@@ -7,8 +7,8 @@ import pytest
 
 from asgi_llm import ModelConfig
 from asgi_llm.core import ChatRequest, CompletionRequest, Finish, Message, ReasoningDelta, SamplingParams, TextDelta
-from asgi_llm.engines.inference_thread import InferenceThread
-from asgi_llm.engines.llamacpp import LlamaCppEngine
+
+from .local_engine import local_engine
 
 pytestmark = pytest.mark.anyio
 FEW_SHOT = (
@@ -18,16 +18,13 @@ FEW_SHOT = (
 )
 
 
+
 def completion(prompt: str, **sampling: object) -> CompletionRequest:
     return CompletionRequest(model="m", prompts=(prompt,), sampling=SamplingParams(temperature=0, **sampling))  # type: ignore[arg-type]
 
 
 async def test_reasoning_blocks_are_split_only_for_models_that_have_them() -> None:
-    thread = InferenceThread()
-    thread.start()
-    engine = LlamaCppEngine(ModelConfig(n_ctx=512), thread)
-    try:
-        await engine.load()
+    async with local_engine(ModelConfig(n_ctx=512)) as engine:
         assert not engine._thinks  # SmolLM2: neither its template nor its vocabulary has `<think>`
         chat = ChatRequest(
             model="m", messages=(Message("user", "Hi"),), sampling=SamplingParams(max_tokens=16, temperature=0)
@@ -59,6 +56,3 @@ async def test_reasoning_blocks_are_split_only_for_models_that_have_them() -> No
         unclosed = [e async for e in engine.generate(completion(FEW_SHOT, max_tokens=3))]
         assert all(isinstance(e, ReasoningDelta) for e in unclosed[:-1]) and len(unclosed) > 1
         assert isinstance(unclosed[-1], Finish) and unclosed[-1].reason == "length"
-    finally:
-        await engine.close()
-        await thread.stop()

@@ -24,8 +24,10 @@ from asgi_llm.core import (
     ToolSpec,
     Unsupported,
 )
-from asgi_llm.engines.inference_thread import InferenceThread
 from asgi_llm.engines.llamacpp import LlamaCppEngine
+
+from .local_engine import local_engine
+
 
 pytestmark = pytest.mark.anyio
 SHORT = {"type": "string", "maxLength": 12}
@@ -86,15 +88,8 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 async def engine() -> AsyncIterator[LlamaCppEngine]:
-    thread = InferenceThread()
-    thread.start()
-    engine = LlamaCppEngine(ModelConfig(n_ctx=1024), thread)
-    try:
-        await engine.load()
+    async with local_engine(ModelConfig(n_ctx=1024)) as engine:
         yield engine
-    finally:
-        await engine.close()
-        await thread.stop()
 
 
 def _request(sampling: SamplingParams, **fields: Any) -> ChatRequest:

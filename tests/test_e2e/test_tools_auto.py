@@ -24,10 +24,12 @@ from asgi_llm.core import (
     ToolCallStart,
     ToolSpec,
 )
-from asgi_llm.engines.inference_thread import InferenceThread
 from asgi_llm.engines.llamacpp import LlamaCppEngine, sampling
 from asgi_llm.engines.tool_calls import plan_calls
 from asgi_llm.engines.tool_detect import trigger_grammar
+
+from .local_engine import local_engine
+
 
 pytestmark = pytest.mark.anyio
 MODEL = "SmolLM2-135M-Instruct"
@@ -43,18 +45,11 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 async def engine() -> AsyncIterator[LlamaCppEngine]:
-    thread = InferenceThread()
-    thread.start()
-    engine = LlamaCppEngine(ModelConfig(n_ctx=1024), thread)
-    try:
-        await engine.load()
-        assert engine._model is not None
+    async with local_engine(ModelConfig(n_ctx=1024)) as engine:
         model = engine._model
-        assert await thread.call(lambda: model.tokenize("{", add_bos=False, special=False)) == [BRACE]
+        assert model is not None
+        assert await engine._thread.call(lambda: model.tokenize("{", add_bos=False, special=False)) == [BRACE]
         yield engine
-    finally:
-        await engine.close()
-        await thread.stop()
 
 
 def _request(text: str, **sampling: Any) -> ChatRequest:
