@@ -30,7 +30,6 @@ import time
 from dataclasses import dataclass
 
 import httpx
-
 from _server import ChildServer, cpu_busy
 
 PROMPT = "Write a long story about a lighthouse keeper.\n\n"
@@ -86,7 +85,7 @@ def decode_ceiling(model: str, threads: int, rows: tuple[int, ...] = CONCURRENCY
 
     config = ModelConfig(path=model, n_threads=threads, n_ctx=1024, parallel=max(rows))
     weights = Model(config)
-    decoder = Decoder(new_context(weights, config, sequences=max(rows)), capacity=config.n_batch)
+    decoder = Decoder(new_context(weights, config, sequences=max(rows)))
     prompt = weights.tokenize(PROMPT, add_bos=True)
     for sequence in range(max(rows)):
         decoder.decode([BatchToken(t, i, sequence, i == len(prompt) - 1) for i, t in enumerate(prompt)])

@@ -19,7 +19,7 @@ from typing import NamedTuple, Protocol
 from ..core.errors import InternalError
 from ..core.events import GenerationEvent
 
-__all__ = ["Backend", "BatchToken", "Job", "Scheduler", "Ticket", "END"]
+__all__ = ["END", "Backend", "BatchToken", "Job", "Scheduler", "Ticket"]
 
 END = object()  # sent to a ticket when all of its choices have finished
 

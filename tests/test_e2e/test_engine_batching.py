@@ -97,7 +97,7 @@ async def test_a_cancelled_stream_frees_its_sequence_at_once() -> None:
         async with contextlib.aclosing(long):
             await long.__anext__()
         before = engine.decoded_tokens
-        texts, finishes = await collect(engine, chat(QUESTIONS[0], max_tokens=8))
+        _, finishes = await collect(engine, chat(QUESTIONS[0], max_tokens=8))
         assert finishes[0].usage.completion_tokens == 8
         assert engine.decoded_tokens - before <= 8 + 2  # the cancelled one stopped within a step or two
 
@@ -119,7 +119,7 @@ async def test_queue_is_fifo_bounded_and_a_client_leaving_the_queue_costs_nothin
         # the queue was full when `leaving` came: it was refused; `waiting` ran next, in order
         with pytest.raises(Overloaded):
             await leaving
-        texts, finishes = await waiting
+        _, finishes = await waiting
         assert finishes[0].usage.completion_tokens == 4
         assert isinstance(rest[-1], Finish) and rest[-1].usage.completion_tokens == 40
 

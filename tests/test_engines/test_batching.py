@@ -120,7 +120,7 @@ def test_a_prompt_reuses_the_longest_cached_prefix() -> None:
     submit(scheduler, [7, 8, 9], 2)
     run(scheduler)
     backend.batches.clear()
-    _, inbox, jobs = submit(scheduler, [7, 8, 9, 100, 5, 6], 1)  # the second slot holds 7 8 9 100
+    _, inbox, _ = submit(scheduler, [7, 8, 9, 100, 5, 6], 1)  # the second slot holds 7 8 9 100
     run(scheduler)
     assert backend.forgotten == []  # all the slot holds is a prefix of the prompt: nothing to drop
     assert [(t.token, t.position, t.sequence) for t in backend.batches[0]] == [(5, 4, 1), (6, 5, 1)]
@@ -134,7 +134,7 @@ def test_a_fully_cached_prompt_reads_its_last_token_again() -> None:
     submit(scheduler, [1, 2, 3], 1)
     run(scheduler)
     backend.batches.clear()
-    _, inbox, _ = submit(scheduler, [1, 2, 3], 1)
+    submit(scheduler, [1, 2, 3], 1)
     run(scheduler)
     assert [(t.token, t.position, t.logits) for t in backend.batches[0]] == [(3, 2, True)]
     assert backend.forgotten[-1] == (0, 2)
@@ -143,7 +143,7 @@ def test_a_fully_cached_prompt_reads_its_last_token_again() -> None:
 def test_choices_of_one_prompt_copy_its_reading() -> None:
     backend = Recorder()
     scheduler = Scheduler(backend, slots=3, batch=64, chunk=8)
-    _, inbox, jobs = submit(scheduler, [1, 2, 3], 2, choices=3)
+    _, inbox, _ = submit(scheduler, [1, 2, 3], 2, choices=3)
     run(scheduler)
     assert len([t for t in backend.batches[0]]) == 3  # the prompt was read once
     assert sorted(backend.copies) == [(0, 1), (0, 2)]

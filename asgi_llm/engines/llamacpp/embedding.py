@@ -60,7 +60,9 @@ class Embedder:
             if request.truncate:
                 tokens = tokens[: llm.n_batch]
             if len(tokens) > llm.n_batch:
-                raise ContextOverflow(f"Input {i} is {len(tokens)} tokens; this model embeds at most {llm.n_batch}.", param="input")
+                raise ContextOverflow(
+                    f"Input {i} is {len(tokens)} tokens; this model embeds at most {llm.n_batch}.", param="input"
+                )
             llm._batch.reset()
             llm._batch.add_sequence(tokens, 0, True)
             llm._ctx.kv_cache_clear()

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import contextlib
 import logging
 from collections.abc import AsyncGenerator, Generator, Sequence
 from typing import Any
-
-import llama_cpp
 
 from ...config import ModelConfig
 from ...core.errors import ContextOverflow, InvalidRequest, ModelNotReady, Overloaded, Unsupported
@@ -140,15 +137,19 @@ class LlamaCppEngine:
         cfg = self.config
         self._model = model = Model(cfg)
         context = new_context(model, cfg, sequences=cfg.parallel)
-        self._decoder = Decoder(context, capacity=max(cfg.n_batch, cfg.parallel))
-        self._scheduler = Scheduler(self._decoder, slots=cfg.parallel, batch=cfg.n_batch, chunk=cfg.prefill_chunk)
+        self._decoder = Decoder(context)
+        self._scheduler = Scheduler(
+            self._decoder, slots=cfg.parallel, batch=self._decoder.capacity, chunk=cfg.prefill_chunk
+        )
         self._template = self._chat_template()
         self._marker_tokens = self._control_markers()
         self._thinks, self._think_tokens = self._reasoning_markers()
         self._decoder.warm_up(model.bos)  # the first request pays no allocation
         log.info("loaded %s: %s", cfg.id, self.describe())
-        if cfg.n_gpu_layers and not llama_cpp.llama_supports_gpu_offload():
-            log.warning("n_gpu_layers=%s asked for, but this llama-cpp-python build has no GPU offload", cfg.n_gpu_layers)
+        if cfg.n_gpu_layers and not backend_info()["gpu_offload"]:
+            log.warning(
+                "n_gpu_layers=%s asked for, but this llama-cpp-python build has no GPU offload", cfg.n_gpu_layers
+            )
 
     def _close(self) -> None:
         if self._scheduler is not None:
@@ -228,7 +229,9 @@ class LlamaCppEngine:
         n_vocab = self._loaded().n_vocab
         for i, token in enumerate(ids):
             if not 0 <= token < n_vocab:
-                raise InvalidRequest(f"Token id {token} is outside this model's vocabulary (0..{n_vocab - 1}).", param=f"{param}[{i}]")
+                raise InvalidRequest(
+                    f"Token id {token} is outside this model's vocabulary (0..{n_vocab - 1}).", param=f"{param}[{i}]"
+                )
         return list(ids)
 
     def _submit(self, request: GenerationRequest, ticket: Ticket) -> None:

@@ -15,7 +15,7 @@ from ...config import ModelConfig
 from ...core.errors import InternalError
 from ..batching import BatchToken
 
-__all__ = ["Decoder", "Model", "SPLIT_MODES", "backend_info", "new_context"]
+__all__ = ["SPLIT_MODES", "Decoder", "Model", "backend_info", "new_context"]
 
 internals: Any = _internals  # untyped
 SPLIT_MODES = {"none": 0, "layer": 1, "row": 2}
@@ -118,12 +118,12 @@ def new_context(model: Model, config: ModelConfig, *, sequences: int) -> Any:
 class Decoder:
     """The scheduler's `Backend` over one context: batched decodes and per-sequence cache edits."""
 
-    def __init__(self, context: Any, capacity: int) -> None:
+    def __init__(self, context: Any) -> None:
         self.context = context
         self._ctx = context.ctx
         self._memory = llama_cpp.llama_get_memory(self._ctx)
-        self._capacity = capacity
-        self._batch: Any = llama_cpp.llama_batch_init(capacity, 0, 1)
+        self.capacity = int(context.params.n_batch)  # the most tokens one decode takes
+        self._batch: Any = llama_cpp.llama_batch_init(self.capacity, 0, 1)
 
     @property
     def per_sequence(self) -> int:
@@ -137,7 +137,7 @@ class Decoder:
 
     def decode(self, batch: Sequence[BatchToken]) -> None:
         native = self._batch
-        assert len(batch) <= self._capacity
+        assert len(batch) <= self.capacity
         token, pos, n_seq_id, seq_id, logits = native.token, native.pos, native.n_seq_id, native.seq_id, native.logits
         for i, entry in enumerate(batch):
             token[i] = entry.token

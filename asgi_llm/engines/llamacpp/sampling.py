@@ -59,7 +59,9 @@ def logprob(model: Model, logits: Any, token: int, piece: bytes, top_n: int) -> 
         best = np.argpartition(-values, top_n)[:top_n]
         best = best[np.argsort(-values[best])]
         top = tuple(_top_entry(model, int(t), float(values[t]) - log_total) for t in best)
-    return TokenLogprob(token=piece.decode("utf-8", "replace"), logprob=float(values[token]) - log_total, bytes=piece, top=top)
+    return TokenLogprob(
+        token=piece.decode("utf-8", "replace"), logprob=float(values[token]) - log_total, bytes=piece, top=top
+    )
 
 
 def _top_entry(model: Model, token: int, value: float) -> TopLogprob:
@@ -77,7 +79,9 @@ def _chain(params: SamplingParams, index: int, n_vocab: int) -> Any:
     if params.logit_bias:
         chain.add_logit_bias(n_vocab, dict(params.logit_bias))
     if _remembers(params):
-        chain.add_penalties(n_vocab, _PENALTY_WINDOW, params.repeat_penalty, params.frequency_penalty, params.presence_penalty)
+        chain.add_penalties(
+            n_vocab, _PENALTY_WINDOW, params.repeat_penalty, params.frequency_penalty, params.presence_penalty
+        )
     if params.temperature <= 0:
         chain.add_greedy()
         return chain
