@@ -247,3 +247,52 @@ async def test_not_running_refuses_work() -> None:
         await thread.call(lambda: 1)
     with pytest.raises(ModelNotReady):
         await collect(thread.stream("a", lambda: iter([1])))
+
+
+class CountingStepper:
+    """Has `work` steps to do; records the thread each step ran on and what ended it."""
+
+    def __init__(self, work: int) -> None:
+        self.work = work
+        self.threads: set[str] = set()
+        self.abandoned: BaseException | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.work > 0
+
+    def step(self) -> None:
+        self.threads.add(threading.current_thread().name)
+        self.work -= 1
+
+    def abandon(self, error: BaseException) -> None:
+        self.abandoned = error
+
+
+async def test_an_attached_stepper_is_stepped_on_the_thread_while_it_has_work() -> None:
+    thread = InferenceThread(name="stepping")
+    thread.start()
+    try:
+        stepper = CountingStepper(work=0)
+        await thread.attach(stepper)
+        assert not thread.busy
+        await thread.call(lambda: setattr(stepper, "work", 25))  # work arrives, as a submit would bring it
+        with anyio.fail_after(5):
+            while stepper.work:
+                await asyncio.sleep(0.001)
+        assert stepper.threads == {"stepping"}
+        await thread.detach(stepper)
+        await thread.call(lambda: setattr(stepper, "work", 3))
+        await thread.call(lambda: None)
+        assert stepper.work == 3  # detached: no longer stepped
+    finally:
+        await thread.stop()
+
+
+async def test_stopping_the_thread_abandons_the_work_of_attached_steppers() -> None:
+    thread = InferenceThread()
+    thread.start()
+    stepper = CountingStepper(work=0)
+    await thread.attach(stepper)
+    await thread.stop()
+    assert isinstance(stepper.abandoned, ModelNotReady)
