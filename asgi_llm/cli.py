@@ -38,7 +38,13 @@ def build_parser() -> argparse.ArgumentParser:
     gpu.add_argument("--main-gpu", type=int)
     gpu.add_argument("--split-mode", choices=["none", "layer", "row"])
     gpu.add_argument("--tensor-split", metavar="R1,R2,...", help="share of the model per GPU, e.g. 3,1")
-    gpu.add_argument("--flash-attn", action="store_true", default=None)
+    gpu.add_argument(
+        "--flash-attn",
+        nargs="?",
+        const="on",
+        choices=["auto", "on", "off"],
+        help="flash attention (default auto: on where the backend has it)",
+    )
     return parser
 
 
@@ -49,6 +55,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     settings = Settings.from_file(args.config).with_env_keys() if args.config else Settings.from_env()
     settings = settings.with_keys(args.api_key)
     overrides: dict[str, Any] = {name: getattr(args, name) for name in _MODEL_OPTIONS if getattr(args, name) is not None}
+    if "flash_attn" in overrides:
+        overrides["flash_attn"] = {"on": True, "off": False}.get(overrides["flash_attn"], "auto")
     if args.tensor_split:
         overrides["tensor_split"] = tuple(float(x) for x in args.tensor_split.split(","))
     if args.model:

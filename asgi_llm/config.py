@@ -72,7 +72,9 @@ class ModelConfig(BaseModel):
     main_gpu: int = Field(default=0, ge=0)
     split_mode: Literal["none", "layer", "row"] = "layer"
     tensor_split: tuple[float, ...] | None = None
-    flash_attn: bool = False
+    flash_attn: bool | Literal["auto"] = Field(
+        default="auto", description="`auto` (llama.cpp's default): on wherever the backend has the kernels."
+    )
     offload_kqv: bool = True
     type_k: KVCacheType | None = None
     type_v: KVCacheType | None = None

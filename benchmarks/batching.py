@@ -47,6 +47,7 @@ def make_app():  # uvicorn --factory entry point, run in the server child proces
         n_threads=int(os.environ["BENCH_THREADS"]),
         n_ctx=1024,
         parallel=int(os.environ["BENCH_PARALLEL"]),
+        flash_attn=os.environ["BENCH_FLASH_ATTN"] == "on",
     )
     return LLMApp(Settings(models=(config,)))
 
@@ -58,10 +59,12 @@ class Sample:
     stream_rate: float
 
 
-def in_process(model: str, threads: int, tokens: int, repeats: int) -> list[Sample]:
+def in_process(model: str, threads: int, flash_attn: bool, tokens: int, repeats: int) -> list[Sample]:
     import llama_cpp
 
-    llm = llama_cpp.Llama(model_path=model, n_ctx=1024, n_threads=threads, n_threads_batch=threads, verbose=False)
+    llm = llama_cpp.Llama(
+        model_path=model, n_ctx=1024, n_threads=threads, n_threads_batch=threads, flash_attn=flash_attn, verbose=False
+    )
     samples = []
     for _ in range(repeats + 1):
         started = time.perf_counter()
@@ -77,13 +80,13 @@ def in_process(model: str, threads: int, tokens: int, repeats: int) -> list[Samp
     return samples[1:]  # the first was a warm-up
 
 
-def decode_ceiling(model: str, threads: int, rows: tuple[int, ...] = CONCURRENCY, steps: int = 30) -> dict[int, float]:
+def decode_ceiling(model: str, threads: int, flash_attn: bool, rows: tuple[int, ...] = CONCURRENCY, steps: int = 30) -> dict[int, float]:
     """Tokens/s of bare batched decode steps, `rows` sequences one token each (best of three)."""
     from asgi_llm.config import ModelConfig
     from asgi_llm.engines.batching import BatchToken
     from asgi_llm.engines.llamacpp.native import Decoder, Model, new_context
 
-    config = ModelConfig(path=model, n_threads=threads, n_ctx=1024, parallel=max(rows))
+    config = ModelConfig(path=model, n_threads=threads, n_ctx=1024, parallel=max(rows), flash_attn=flash_attn)
     weights = Model(config)
     decoder = Decoder(new_context(weights, config, sequences=max(rows)))
     prompt = weights.tokenize(PROMPT, add_bos=True)
@@ -143,23 +146,26 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--requests", type=int, default=3, help="requests per client per round")
     parser.add_argument("--parallel", type=int, default=max(CONCURRENCY))
+    parser.add_argument("--flash-attn", choices=("on", "off"), default="on", help="on both sides")
     parser.add_argument("--model", default=None, help="GGUF file (default: the packaged default model)")
     args = parser.parse_args()
     if args.model is None:
         from asgi_llm.config import default_model_path
 
         args.model = default_model_path()
-    print(f"cores: {os.cpu_count()}  threads: {args.threads}  max_tokens: {args.tokens}  parallel: {args.parallel}")
+    print(f"cores: {os.cpu_count()}  threads: {args.threads}  max_tokens: {args.tokens}  parallel: {args.parallel}"
+          f"  flash attention: {args.flash_attn}")
     busy = cpu_busy()
     print(f"CPU busy before start: {busy:.0%}" if busy is not None else "CPU busy before start: unknown")
     if busy is not None and busy > 0.1:
         print("WARNING: other processes are using the CPU; every side will be skewed", file=sys.stderr)
 
-    base = in_process(args.model, args.threads, args.tokens, repeats=3)
+    flash_attn = args.flash_attn == "on"
+    base = in_process(args.model, args.threads, flash_attn, args.tokens, repeats=3)
     base_rate = statistics.median(s.stream_rate for s in base)
     base_ttft = statistics.median(s.ttft for s in base)
     print(f"\nin-process llama-cpp-python: {base_rate:.1f} tokens/s, time to first token {base_ttft * 1000:.0f} ms")
-    ceiling = decode_ceiling(args.model, args.threads)
+    ceiling = decode_ceiling(args.model, args.threads, flash_attn)
     gc.collect()
     print("bare llama_decode, one token per row: " + "  ".join(
         f"{rows} rows {rate:.0f} t/s ({rate / base_rate:.2f}×)" for rows, rate in ceiling.items()
@@ -168,7 +174,8 @@ def main() -> None:
     header = f"{'mode':<14}{'C':>3}{'aggregate t/s':>15}{'× in-proc':>11}{'per-stream t/s':>16}{'TTFT p50 ms':>13}{'p95 ms':>8}"
     print("\n" + header)
     for mode, parallel in (("batched", args.parallel), ("one-at-a-time", 1)):
-        env = {"BENCH_MODEL": args.model, "BENCH_THREADS": str(args.threads), "BENCH_PARALLEL": str(parallel)}
+        env = {"BENCH_MODEL": args.model, "BENCH_THREADS": str(args.threads), "BENCH_PARALLEL": str(parallel),
+               "BENCH_FLASH_ATTN": args.flash_attn}
         with ChildServer("batching:make_app", env) as server:
             for concurrency in CONCURRENCY:
                 aggregate, samples = asyncio.run(load(server.url, concurrency, args.requests, args.tokens))

@@ -26,6 +26,12 @@ def test_model_and_gpu_options() -> None:
     assert (model.flash_attn, model.n_ctx, model.n_threads, model.parallel) == (True, 8192, 8, 6)
 
 
+@pytest.mark.parametrize(("argv", "expected"), [((), "auto"), (("--flash-attn",), True), (("--flash-attn", "off"), False)])
+def test_flash_attention_is_auto_unless_asked(argv: tuple[str, ...], expected: object) -> None:
+    (model,) = settings_for(*argv).models
+    assert model.flash_attn == expected
+
+
 def test_missing_default_model_exits_with_instructions(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

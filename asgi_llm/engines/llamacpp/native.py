@@ -21,6 +21,11 @@ internals: Any = _internals  # untyped
 SPLIT_MODES = {"none": 0, "layer": 1, "row": 2}
 _GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
 _ALL_LAYERS = 0x7FFFFFFF
+_FLASH_ATTN = {
+    "auto": llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO,
+    True: llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+    False: llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED,
+}
 
 
 def backend_info() -> dict[str, Any]:
@@ -104,9 +109,7 @@ def new_context(model: Model, config: ModelConfig, *, sequences: int) -> Any:
     params.n_threads = config.threads
     params.n_threads_batch = config.n_threads_batch or config.threads
     params.offload_kqv = config.offload_kqv
-    params.flash_attn_type = (
-        llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if config.flash_attn else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
-    )
+    params.flash_attn_type = _FLASH_ATTN[config.flash_attn]
     if config.type_k:
         params.type_k = _GGML_TYPES[config.type_k]
     if config.type_v:
