@@ -32,8 +32,11 @@ from .adapters.base import (
 )
 from .asgi import ClientGone, Receive, Scope, Send, decode_json, read_body, send_json, send_text, start_stream
 from .core import Engine, GenerationEvent, InternalError, InvalidRequest, LLMError, RetryLater, Unsupported, Usage
-from .middleware.context import MAX_TOKENS, USAGE, Meter, request_state
+from .core.catalog import ModelCard
+from .middleware.context import KEY, KEY_INFO, MAX_TOKENS, USAGE, Meter, request_info, request_state
+from .middleware.policy import KeyInfo
 from .pool import ModelPool
+from .state import owned_by
 
 __all__ = ["Endpoint"]
 
@@ -98,16 +101,18 @@ class Endpoint:
     async def _dispatch(self, route: Route, params: Mapping[str, str], scope: Scope, receive: Receive, send: Send) -> None:
         state = request_state(scope)
         meter: Meter = state.get(USAGE) or Meter()  # the usage and limits layers read it afterwards
+        store = owned_by(self._store, state.get(KEY))
         has_body = scope["method"] not in ("GET", "HEAD", "DELETE")
         body = decode_json(await read_body(scope, receive, self._limit)) if has_body else None
         if isinstance(route, (InfoRoute, StateRoute)):
             headers = {bytes(k).decode("latin-1").lower(): bytes(v).decode("latin-1") for k, v in scope.get("headers", ())}
             query = dict(urllib.parse.parse_qsl(bytes(scope.get("query_string", b"")).decode("latin-1")))
-            context = InfoContext(self._pool.catalog(), params, headers, body, query)
+            catalog = _visible(self._pool.catalog(), state.get(KEY_INFO), request_info(scope).resolve_model)
+            context = InfoContext(catalog, params, headers, body, query)
             if isinstance(route, InfoRoute):
                 status, reply = route.handle(context)
             else:
-                status, reply = await route.handle(context, self._store)
+                status, reply = await route.handle(context, store)
             await (send_text(send, status, reply) if isinstance(reply, str) else send_json(send, status, reply))
             return
         if isinstance(route, EmbedRoute):
@@ -115,13 +120,13 @@ class Endpoint:
         elif isinstance(route, CountRoute):
             parsed = route.parse(body)
             if route.resolve is not None:
-                parsed = await route.resolve(parsed, self._store)
+                parsed = await route.resolve(parsed, store)
             async with self._pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
                 meter.serving(model_id)
                 count = await _until_disconnect(receive, lambda: engine.count_tokens(parsed.request))
             await send_json(send, 200, route.render(parsed, count))
         else:
-            await self._generate(route, body, meter, state.get(MAX_TOKENS), receive, send)
+            await self._generate(route, body, meter, state.get(MAX_TOKENS), store, receive, send)
 
     async def _embed(self, route: EmbedRoute, body: Any, meter: Meter, receive: Receive, send: Send) -> None:
         parsed = route.parse(body)
@@ -135,11 +140,18 @@ class Endpoint:
         await send_json(send, 200, route.render(parsed, meta, result))
 
     async def _generate(
-        self, route: GenerateRoute[Any], body: Any, meter: Meter, cap: int | None, receive: Receive, send: Send
+        self,
+        route: GenerateRoute[Any],
+        body: Any,
+        meter: Meter,
+        cap: int | None,
+        store: StateStore,
+        receive: Receive,
+        send: Send,
     ) -> None:
         parsed = _capped(route.parse(body), cap)
         if route.resolve is not None:
-            parsed = await route.resolve(parsed, self._store)
+            parsed = await route.resolve(parsed, store)
         async with self._pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
             meta = _meta(model_id)
             meter.serving(model_id)
@@ -149,16 +161,14 @@ class Endpoint:
                 events = engine.generate(parsed.request)
                 async with contextlib.aclosing(events):
                     if parsed.stream:
-                        await _until_disconnect(receive, lambda: self._stream(route, parsed, meta, events, meter, send))
+                        await _until_disconnect(
+                            receive, lambda: self._stream(route, parsed, meta, events, meter, store, send)
+                        )
                     else:
                         collected = await _until_disconnect(receive, lambda: _collect(events, meter))
                         final = route.render(parsed, meta, collected)
-                        await self._record(route, parsed, final)  # before the client can ask for it
+                        await _record(route, parsed, final, store)  # before the client can ask for it
                         await send_json(send, 200, final)
-
-    async def _record(self, route: GenerateRoute[Any], parsed: Any, final: Any) -> None:
-        if route.record is not None and final is not None:
-            await route.record(parsed, final, self._store)
 
     async def _stream(
         self,
@@ -167,6 +177,7 @@ class Endpoint:
         meta: Meta,
         events: AsyncGenerator[GenerationEvent, None],
         meter: Meter,
+        store: StateStore,
         send: Send,
     ) -> None:
         """Stream the events; a stream that completes is recorded before its last bytes go out."""
@@ -181,13 +192,26 @@ class Endpoint:
                 await send({"type": "http.response.body", "body": encoder.event(event), "more_body": True})
             tail = encoder.close()
             final = getattr(encoder, "final", None)
-            await self._record(route, parsed, final() if final is not None else None)
+            await _record(route, parsed, final() if final is not None else None, store)
         except LLMError as error:
             tail = encoder.error(error)
         except Exception:
             log.exception("generation failed mid-stream")
             tail = encoder.error(InternalError("The server had an error while generating."))
         await send({"type": "http.response.body", "body": tail, "more_body": False})
+
+
+async def _record(route: GenerateRoute[Any], parsed: Any, final: Any, store: StateStore) -> None:
+    if route.record is not None and final is not None:
+        await route.record(parsed, final, store)
+
+
+def _visible(catalog: list[ModelCard], key: KeyInfo | None, resolve: Callable[[str], str | None]) -> list[ModelCard]:
+    """The models a key may use, for model lists: a key limited to some models sees only those."""
+    if key is None or key.models is None:
+        return catalog
+    allowed = {resolve(name) for name in key.models} | set(key.models)
+    return [card for card in catalog if card.id in allowed]
 
 
 def _meta(model_id: str) -> Meta:

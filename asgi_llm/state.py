@@ -6,6 +6,7 @@ one machine: WAL mode and a busy timeout make concurrent writers wait, not fail.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import time
@@ -13,9 +14,10 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from .adapters.base import StateStore
 from .sqlite import SQLiteFile
 
-__all__ = ["MemoryStore", "SQLiteStore"]
+__all__ = ["MemoryStore", "OwnedStore", "SQLiteStore", "owned_by"]
 
 T = TypeVar("T")
 
@@ -97,3 +99,27 @@ class SQLiteStore:
             return db.execute("DELETE FROM state WHERE key = ?", (key,)).rowcount > 0
 
         return await self._run(remove)
+
+
+class OwnedStore:
+    """One API key's view of a shared store: what another key stored is simply not there, so a
+    stored Response can be read, continued or deleted only with the key that created it."""
+
+    def __init__(self, store: StateStore, owner: str) -> None:
+        self._store = store
+        # a digest has no ':', so no owner's prefix plus id can spell another owner's entry
+        self._prefix = hashlib.sha256(owner.encode("utf-8")).hexdigest()[:32] + ":"
+
+    async def get(self, key: str) -> dict[str, Any] | None:
+        return await self._store.get(self._prefix + key)
+
+    async def put(self, key: str, value: dict[str, Any]) -> None:
+        await self._store.put(self._prefix + key, value)
+
+    async def delete(self, key: str) -> bool:
+        return await self._store.delete(self._prefix + key)
+
+
+def owned_by(store: StateStore, owner: str | None) -> StateStore:
+    """`store` as `owner` (a key's name) sees it; without authentication, the whole store."""
+    return store if owner is None else OwnedStore(store, owner)
