@@ -78,7 +78,6 @@ class LLMApp:
         if middleware is not None and verify is not None:
             raise ValueError("pass verify to default_middleware() when giving your own middleware list")
         self.pool = pool or ModelPool(settings)
-        self.settings = self.pool.settings
         self._adapters = tuple(adapters)
         table: list[tuple[str, tuple[str, ...], tuple[Route | str, Adapter], str | None]] = [
             (route.path, route.methods, (route, adapter), getattr(route, "requires_header", None))
@@ -90,7 +89,6 @@ class LLMApp:
             table.append((health_path, ("GET",), (_HEALTH, self._adapters[0]), None))
         self._router = Router(table)
         self._health_path = health_path
-        self._models = {name: model.id for model in self.settings.models for name in model.names}
         self.store = store or _store_from(self.settings)
         self._endpoint = Endpoint(self.pool, self.store, self.settings.max_body_bytes)
         self._lifespan_entered = False
@@ -121,8 +119,13 @@ class LLMApp:
             endpoint = (self._health_path or "") if isinstance(route, str) else route.path
         return RequestInfo(adapter.name, route_path(scope), endpoint, adapter.render_error, self._resolve_model)
 
+    @property
+    def settings(self) -> Settings:
+        """The pool's settings: after startup, with discovered upstream models in place."""
+        return self.pool.settings
+
     def _resolve_model(self, name: str) -> str | None:
-        return self._models.get(name) or self._models.get(name.removesuffix(":latest"))
+        return self.pool.resolve(name) or self.pool.resolve(name.removesuffix(":latest"))
 
     def _match(self, scope: Scope) -> tuple[Match[tuple[Route | str, Adapter]] | None, Adapter]:
         headers = {bytes(k).decode("latin-1").lower() for k, _ in scope.get("headers", ())}
@@ -200,8 +203,8 @@ def default_middleware(pool: ModelPool, *, verify: Verifier | None = None) -> tu
     settings = pool.settings
     ledger = Ledger(settings.usage_ledger) if settings.usage_ledger else None
     metrics = Metrics(
-        models=lambda: [(m.id, pool.loaded(m.id) is not None) for m in settings.models],
-        queued=lambda: [(m.id, pool.queued(m.id)) for m in settings.models],
+        models=lambda: [(m.id, pool.loaded(m.id) is not None) for m in pool.settings.models],
+        queued=lambda: [(m.id, pool.queued(m.id)) for m in pool.settings.models],
     )
     sinks: list[Sink] = [metrics.observe]
     if ledger is not None:

@@ -57,11 +57,10 @@ class ModelPool:
     """
 
     def __init__(self, settings: Settings | None = None, *, engine_factory: EngineFactory | None = None) -> None:
-        self.settings = settings or Settings()
+        self.settings = self._configured = settings or Settings()
         self.thread = InferenceThread()
         self._factory = engine_factory or _engine_for
-        self._slots = [_Slot(config) for config in self.settings.models]
-        self._by_name = {name: slot for slot in self._slots for name in slot.config.names}
+        self._serve(self.settings)
         self._users = 0
         self._created = int(time.time())
 
@@ -74,6 +73,11 @@ class ModelPool:
         self._users += 1
         if self._users > 1:
             return
+        try:
+            await self._discover()
+        except BaseException:
+            self._users -= 1
+            raise
         self.thread.start()
         for slot in self._slots:
             if slot.config.load == "startup":
@@ -99,6 +103,11 @@ class ModelPool:
         failed = [s.config.id for s in self._slots if s.state == "failed"]
         if failed:
             raise RuntimeError(f"model(s) failed to load: {', '.join(failed)}")
+
+    def resolve(self, name: str) -> str | None:
+        """The id of the model `name` (an id or alias) names, or None."""
+        slot = self._by_name.get(name)
+        return slot.config.id if slot is not None else None
 
     @contextlib.asynccontextmanager
     async def use(self, name: str, *, keep_alive: float | None = None) -> AsyncIterator[tuple[Engine, str]]:
@@ -133,6 +142,20 @@ class ModelPool:
         slot.keep_alive = 0
         if slot.active == 0:
             await self._unload(slot)
+
+    def _serve(self, settings: Settings) -> None:
+        self.settings = settings
+        self._slots = [_Slot(config) for config in settings.models]
+        self._by_name = {name: slot for slot in self._slots for name in slot.config.names}
+
+    async def _discover(self) -> None:
+        """Upstream models with `discover = true` become the models their upstream lists now: at
+        every start, in whatever host runs the lifespan (a restart sees a changed list)."""
+        if not any(m.is_upstream and m.discover for m in self._configured.models):
+            return
+        from .engines.upstream import discover_settings  # imported only when discovery is asked for
+
+        self._serve(await discover_settings(self._configured))
 
     def _slot(self, name: str) -> _Slot:
         slot = self._by_name.get(name)

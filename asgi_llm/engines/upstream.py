@@ -447,7 +447,8 @@ def _discovered(config: ModelConfig, model: UpstreamModel) -> ModelConfig:
 
 async def discover_settings(settings: Settings, *, environ: Mapping[str, str] | None = None) -> Settings:
     """`settings` with each `discover = true` model replaced by the models its upstream lists.
-    Run it before building the app (`asgi-llm serve` does): the model list is fixed from then on."""
+    The pool runs it at every start (the app's lifespan); `asgi-llm serve` also runs it first, to
+    exit with a clear message when the upstream can't be asked."""
     if not any(m.is_upstream and m.discover for m in settings.models):
         return settings
     models = [found for config in settings.models for found in await discover(config, environ=environ)]

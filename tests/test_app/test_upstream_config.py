@@ -11,6 +11,7 @@ import pytest
 from asgi_llm import ModelConfig, ModelPool, Settings
 from asgi_llm.cli import build_parser, settings_from_args
 from asgi_llm.engines.upstream import UpstreamEngine, _discovered
+from asgi_llm.core import Unavailable
 from asgi_llm.engines.upstream_wire import UpstreamModel
 
 TOML = """
@@ -93,3 +94,32 @@ def test_the_readme_upstream_example_is_valid_settings() -> None:
     chat, cloud = Settings.model_validate(tomllib.loads(match.group(1))).models
     assert chat.is_upstream and len(chat.upstream_urls) == 2 and chat.path
     assert cloud.is_upstream and cloud.discover and cloud.prefix == "cloud/"
+
+
+@pytest.mark.anyio
+async def test_the_pool_asks_for_the_upstreams_models_at_every_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    lists = [["a"], ["a", "b"]]
+
+    async def listed(url: str, **_: object) -> list[UpstreamModel]:
+        return [UpstreamModel(name, None) for name in lists.pop(0)]
+
+    monkeypatch.setattr("asgi_llm.engines.upstream.list_models", listed)
+    config = ModelConfig(id="up", base_url="http://up/v1", discover=True, prefix="up/", load="lazy")
+    pool = ModelPool(Settings(models=(config,)))
+    await pool.start()
+    first = [card.id for card in pool.catalog()]
+    await pool.stop()
+    await pool.start()
+    second = [card.id for card in pool.catalog()]
+    await pool.stop()
+    assert first == ["up/a"] and second == ["up/a", "up/b"]
+    assert pool.resolve("up/b") == "up/b" and pool.resolve("up") is None
+
+
+@pytest.mark.anyio
+async def test_an_upstream_that_cannot_list_its_models_fails_the_start() -> None:
+    config = ModelConfig(id="up", base_url="http://127.0.0.1:9/v1", discover=True, connect_timeout=0.5)
+    pool = ModelPool(Settings(models=(config,)))
+    with pytest.raises(Unavailable):
+        await pool.start()
+    assert not pool.started and not pool.thread.alive

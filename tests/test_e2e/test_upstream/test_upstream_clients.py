@@ -186,3 +186,27 @@ def test_asgi_llm_serve_discovers_the_upstreams_models(
             )
     assert [m["id"] for m in listed["data"]] == ["up/SmolLM2-135M-Instruct"]
     assert reply.choices[0].message.content
+
+
+@pytest.mark.anyio
+async def test_a_mounted_app_discovers_the_upstreams_models_in_its_lifespan(asgi_llm_upstream: Any) -> None:
+    from asgi_lifespan import LifespanManager
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    from asgi_llm import LLMApp
+    from asgi_llm.config import ModelConfig, Settings
+
+    config = ModelConfig(base_url=asgi_llm_upstream.base_url, discover=True, prefix="up/")
+    llm = LLMApp(Settings(models=(config,)))
+    host = Starlette(routes=[Mount("/v1", app=llm)], lifespan=llm.lifespan)
+    async with LifespanManager(host), httpx.AsyncClient(transport=httpx.ASGITransport(app=host)) as http:
+        listed = (await http.get("http://host/v1/models")).json()
+        async with openai.AsyncOpenAI(base_url="http://host/v1", api_key="unused", http_client=http) as sdk:
+            reply = await sdk.chat.completions.create(
+                model="up/SmolLM2-135M-Instruct", messages=HI, max_tokens=2, temperature=0
+            )
+            with pytest.raises(openai.NotFoundError):
+                await sdk.chat.completions.create(model=config.id, messages=HI, max_tokens=2)
+    assert [m["id"] for m in listed["data"]] == ["up/SmolLM2-135M-Instruct"]
+    assert reply.model == "up/SmolLM2-135M-Instruct" and reply.choices[0].message.content
