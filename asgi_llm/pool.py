@@ -119,11 +119,10 @@ class ModelPool:
         slot = self._slot(name)
         if sum(s.active for s in self._slots) >= self.settings.max_pending:
             raise Overloaded("The server is busy; retry shortly.", retry_after=self.settings.retry_after_seconds)
-        engine = await self._ready(slot)
-        slot.active += 1
+        slot.active += 1  # from now: a load it waits for must not arm the idle unload under it
         self._disarm(slot)
         try:
-            yield engine, slot.config.id
+            yield await self._ready(slot), slot.config.id
         finally:
             slot.active -= 1
             if keep_alive is not None:

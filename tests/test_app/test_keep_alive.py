@@ -95,3 +95,24 @@ async def test_a_global_cap_on_pending_requests_refuses_with_overloaded() -> Non
     async with p.use("b"):  # room again once requests finish
         pass
     await p.stop()
+
+
+@pytest.mark.parametrize(
+    "anyio_backend", [pytest.param(("asyncio", {"use_uvloop": True}), id="uvloop"), "asyncio"]
+)
+async def test_a_request_waiting_for_a_reload_holds_the_model_through_keep_alive_zero() -> None:
+    """The load a request waits for ends with nobody using the model yet; with keep_alive 0 the
+    idle unload must not fire under the waiting request (under uvloop's callback order it did,
+    and the request reloaded the model over and over)."""
+    p, made = pool(keep_alive=0)
+    await p.start()
+    await p.wait_ready()
+    await asyncio.sleep(0.01)  # idle: keep_alive 0 unloads it
+    assert state(p) == "unloaded"
+    async with p.use("m") as (engine, _):
+        await asyncio.sleep(0.01)  # the unload timer would have fired by now
+        assert state(p) == "ready" and engine is made[-1] and not engine.closed
+    assert len(made) == 2  # loaded at start, and once more for this request
+    await asyncio.sleep(0.01)
+    assert state(p) == "unloaded"
+    await p.stop()
