@@ -208,10 +208,9 @@ async def _record(route: GenerateRoute[Any], parsed: Any, final: Any, store: Sta
 
 def _visible(catalog: list[ModelCard], key: KeyInfo | None, resolve: Callable[[str], str | None]) -> list[ModelCard]:
     """The models a key may use, for model lists: a key limited to some models sees only those."""
-    if key is None or key.models is None:
+    if key is None:
         return catalog
-    allowed = {resolve(name) for name in key.models} | set(key.models)
-    return [card for card in catalog if card.id in allowed]
+    return [card for card in catalog if key.may_use(card.id, resolve)]
 
 
 def _meta(model_id: str) -> Meta:

@@ -106,9 +106,7 @@ def _model_refusal(identity: KeyInfo, info: RequestInfo, body: Any, too_large: b
     requested = body.get("model", body.get("name")) if isinstance(body, dict) else None
     if not isinstance(requested, str):
         return None  # no model named: the app answers (or refuses) it as usual
-    allowed = identity.models or frozenset()
-    canonical = info.resolve_model(requested)
-    if requested in allowed or (canonical is not None and canonical in {info.resolve_model(m) for m in allowed}):
+    if identity.may_use(requested, info.resolve_model):
         return None
     return Forbidden(f"This API key may not use the model '{requested[:200]}'.", param="model")
 

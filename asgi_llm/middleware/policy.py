@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 __all__ = ["KeyInfo", "Limits"]
@@ -37,3 +38,11 @@ class KeyInfo:
     models: frozenset[str] | None = None
     protocols: frozenset[str] | None = None
     limits: Limits | None = None
+
+    def may_use(self, model: str, resolve: Callable[[str], str | None]) -> bool:
+        """Whether `model` (an id or alias) is one this key may use: named in `models` itself, or
+        naming the same model as an entry there (`resolve` maps a name to the model's id)."""
+        if self.models is None or model in self.models:
+            return True
+        canonical = resolve(model)
+        return canonical is not None and canonical in {resolve(name) for name in self.models}
