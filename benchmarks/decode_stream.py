@@ -40,7 +40,11 @@ def make_app():  # uvicorn --factory entry point, run in the server child proces
     from asgi_llm.config import ModelConfig, Settings
 
     config = ModelConfig(
-        id=MODEL_ID, path=os.environ["BENCH_MODEL"], n_threads=int(os.environ["BENCH_THREADS"]), n_ctx=4096
+        id=MODEL_ID,
+        path=os.environ["BENCH_MODEL"],
+        n_threads=int(os.environ["BENCH_THREADS"]),
+        n_ctx=4096,
+        flash_attn=True,  # as the in-process side: the same settings on both
     )
     return LLMApp(Settings(models=(config,)))
 
@@ -63,7 +67,9 @@ def complete_once(llm, tokens: int) -> tuple[int, float, str]:
 def measure_in_process(model: str, threads: int, tokens: int, repeats: int) -> list[tuple[int, float, str]]:
     import llama_cpp
 
-    llm = llama_cpp.Llama(model_path=model, n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False)
+    llm = llama_cpp.Llama(
+        model_path=model, n_ctx=4096, n_threads=threads, n_threads_batch=threads, flash_attn=True, verbose=False
+    )
     complete_once(llm, tokens)  # warm-up
     runs = [complete_once(llm, tokens) for _ in range(repeats)]
     llm.close()
