@@ -296,8 +296,10 @@ class _Rewrite:
         if unsafe:
             raise self.refuse(where, f"Property names {unsafe} with backslashes, quotes or control characters")
         extra = node.get("additionalProperties", True)
-        if properties or extra is False:
-            # Extra keys are left out: the converter could repeat a named key with another value.
+        if properties or extra is False or ("properties" in node and "additionalProperties" not in node):
+            # Extra keys are left out: the converter could repeat a named key with another value,
+            # and `"properties": {}` (how tools without arguments are declared) means no keys, not
+            # any: an open object lets a model ramble on in made-up keys until its token limit.
             return {
                 "type": "object",
                 "properties": {

@@ -161,6 +161,17 @@ def test_the_empty_schema_allows_any_value() -> None:
 def test_tool_arguments_must_be_an_object() -> None:
     assert rewrite({}, root_type="object") == {"type": "object"}
     assert rewrite({"properties": {}}, root_type="object")["type"] == "object"
+
+
+def test_declared_properties_close_an_object_unless_extra_keys_are_asked_for() -> None:
+    closed = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
+    assert rewrite({"type": "object", "properties": {}}) == closed
+    assert rewrite({"type": "object"}) == {"type": "object"}
+    assert rewrite({"type": "object", "properties": {}, "additionalProperties": True}) == {"type": "object"}
+    assert rewrite({"type": "object", "properties": {}, "additionalProperties": {"type": "integer"}}) == {
+        "type": "object",
+        "additionalProperties": {"type": "integer"},
+    }
     with pytest.raises(Unsupported, match="JSON object"):
         rewrite({"type": "string"}, root_type="object")
 
