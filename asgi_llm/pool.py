@@ -130,11 +130,6 @@ class ModelPool:
             if slot.active == 0:
                 self._arm(slot)
 
-    async def engine(self, name: str) -> tuple[Engine, str]:
-        """The engine serving `name` and its canonical id, for calls outside a request."""
-        slot = self._slot(name)
-        return await self._ready(slot), slot.config.id
-
     async def unload(self, name: str) -> None:
         """Unload now, unless requests are using it (then it unloads when they finish)."""
         slot = self._slot(name)
