@@ -1,7 +1,7 @@
 """Ollama's model routes, answered from the catalog alone: tags, show, ps, version, and `/`.
 
-The catalog does not know a model's architecture, family, parameter count or quantization
-yet; those answer with Ollama's "unknown" values (empty strings).
+A local model's family, parameter count and quantization come from its GGUF header; an
+upstream model's are unknown, and answer with Ollama's "unknown" values (empty strings).
 """
 
 from __future__ import annotations
@@ -15,28 +15,53 @@ from asgi_llm.core import InvalidRequest, ModelCard, ModelNotFound
 from .base import InfoContext, InfoRoute, Reply, validate
 from .ollama_common import Wire, model_name, rfc3339
 
-__all__ = ["tags", "show", "ps", "version", "running", "VERSION", "ROUTES"]
+__all__ = ["ROUTES", "VERSION", "human_number", "ps", "running", "show", "tags", "version"]
 
 VERSION = "0.6.3"
 """The Ollama server version we answer like; clients gate features on it."""
 
 _NEVER = "9999-12-31T23:59:59Z"  # a model kept loaded until the server stops
-_ARCHITECTURE = "unknown"  # not in the catalog yet
+_UNKNOWN = "unknown"  # Ollama's architecture for a model it knows nothing of
+_LISTED_ELSEWHERE = frozenset({"tokenizer.chat_template"})  # long, and not the Go template `template` holds
 
 
 def _tagged(card: ModelCard) -> str:
     return card.id if ":" in card.id else f"{card.id}:latest"
 
 
-def _details() -> dict[str, Any]:
+def human_number(count: int) -> str:
+    """A parameter count the way Ollama writes it: 135M, 7.62B, 70.6B."""
+    for size, unit in ((10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "K")):
+        if count >= size:
+            number = count / size
+            places = 0 if number >= 100 else 1 if number >= 10 else 2
+            return f"{number:.{places}f}{unit}"
+    return str(count)
+
+
+def _details(card: ModelCard) -> dict[str, Any]:
+    facts = card.facts
     return {
         "parent_model": "",
         "format": "gguf",
-        "family": "",
-        "families": [],
-        "parameter_size": "",
-        "quantization_level": "",
+        "family": facts.architecture,
+        "families": [facts.architecture] if facts.architecture else [],
+        "parameter_size": human_number(facts.parameters) if facts.parameters else "",
+        "quantization_level": facts.file_type,
     }
+
+
+def _model_info(card: ModelCard) -> dict[str, Any]:
+    """The GGUF header's entries (arrays such as the vocabulary left out), as Ollama lists them."""
+    facts = card.facts
+    if not facts.architecture:
+        return {
+            "general.architecture": _UNKNOWN,
+            "general.basename": card.id,
+            f"{_UNKNOWN}.context_length": card.context_length,
+        }
+    info = {key: value for key, value in facts.metadata.items() if key not in _LISTED_ELSEWHERE}
+    return {**info, "general.parameter_count": facts.parameters}
 
 
 def _summary(card: ModelCard) -> dict[str, Any]:
@@ -46,7 +71,7 @@ def _summary(card: ModelCard) -> dict[str, Any]:
         "model": name,
         "size": card.size,
         "digest": hashlib.sha256(card.id.encode()).hexdigest(),  # stands for the model, not its file
-        "details": _details(),
+        "details": _details(card),
     }
 
 
@@ -88,13 +113,10 @@ def show(catalog: Sequence[ModelCard], body: Any) -> Reply:
         "modelfile": "",
         "parameters": "",
         "template": "",
-        "details": _details(),
-        "model_info": {
-            "general.architecture": _ARCHITECTURE,
-            "general.basename": card.id,
-            f"{_ARCHITECTURE}.context_length": card.context_length,
-        },
-        "capabilities": ["completion", *(["embedding"] if card.embeddings else [])],
+        "details": _details(card),
+        "model_info": _model_info(card),
+        # Every model takes tools: a call is decoded under the tool's schema, template or not.
+        "capabilities": ["completion", "tools", *(["embedding"] if card.embeddings else [])],
         "modified_at": rfc3339(card.created),
     }
 

@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from .config import ModelConfig, Settings
-from .core import Engine, ModelCard, ModelNotFound, ModelNotReady, ModelState, Overloaded
+from .core import Engine, ModelCard, ModelFacts, ModelNotFound, ModelNotReady, ModelState, Overloaded
+from .engines.gguf_metadata import read_facts
 from .engines.inference_thread import InferenceThread
 
 __all__ = ["ModelPool", "EngineFactory"]
@@ -48,6 +49,7 @@ class _Slot:
         self.keep_alive: float | None = config.keep_alive
         self.expiry: asyncio.TimerHandle | None = None
         self.expires_at: float | None = None
+        self.facts = ModelFacts()
 
 
 class ModelPool:
@@ -79,6 +81,7 @@ class ModelPool:
             self._users -= 1
             raise
         self.thread.start()
+        await asyncio.gather(*(self._read_facts(slot) for slot in self._slots))
         for slot in self._slots:
             if slot.config.load == "startup":
                 self._begin_load(slot, waited=False)
@@ -151,6 +154,18 @@ class ModelPool:
 
         self._serve(await discover_settings(self._configured))
 
+    @staticmethod
+    async def _read_facts(slot: _Slot) -> None:
+        """The GGUF header's facts, read once per start off the event loop, so that model lists
+        describe even a model that has not been loaded."""
+        if slot.config.is_upstream:
+            return
+        try:
+            path = slot.config.resolved_path()
+        except RuntimeError:  # no packaged model: loading will say so
+            return
+        slot.facts = await asyncio.to_thread(read_facts, path)
+
     def _slot(self, name: str) -> _Slot:
         slot = self._by_name.get(name)
         if slot is None:
@@ -220,6 +235,7 @@ class ModelPool:
                 embeddings=s.config.embeddings,
                 expires_at=s.expires_at,
                 size=self._file_size(s.config),
+                facts=s.facts,
             )
             for s in self._slots
         ]

@@ -1,6 +1,6 @@
 """Protocol-neutral requests, events, errors and the engine contract. No I/O here."""
 
-from .catalog import ModelCard, ModelState
+from .catalog import ModelCard, ModelFacts, ModelState
 from .engine import Engine
 from .errors import (
     BadGateway,
@@ -73,6 +73,7 @@ __all__ = [
     "LLMError",
     "Message",
     "ModelCard",
+    "ModelFacts",
     "ModelState",
     "ModelNotFound",
     "ModelNotReady",

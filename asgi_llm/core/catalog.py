@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["ModelCard", "ModelState"]
+__all__ = ["ModelCard", "ModelFacts", "ModelState"]
 
 ModelState = Literal["unloaded", "loading", "ready", "failed"]
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What a model's file says of it; empty where nothing is known (an upstream model)."""
+
+    architecture: str = ""  # `llama`, `qwen2`...
+    parameters: int = 0
+    file_type: str = ""  # its quantization, as llama.cpp names it: `Q4_K_M`, `F16`...
+    metadata: Mapping[str, str | int | float | bool] = field(default_factory=dict)  # scalar entries
 
 
 @dataclass(frozen=True)
@@ -21,3 +32,4 @@ class ModelCard:
     embeddings: bool
     expires_at: float | None = None  # when an idle model will unload (Unix time), if it will
     size: int = 0  # bytes of the model file
+    facts: ModelFacts = ModelFacts()

@@ -151,7 +151,10 @@ def _events(raw: Sequence[dict[str, Any]]) -> list[core.GenerationEvent]:
 
 def _catalog(adapter: str) -> list[core.ModelCard]:
     raw = _load(GOLDEN / adapter, "catalog.json")
-    return [core.ModelCard(**{**card, "aliases": tuple(card["aliases"])}) for card in raw]
+    return [
+        core.ModelCard(**{**card, "aliases": tuple(card["aliases"]), "facts": core.ModelFacts(**card.get("facts", {}))})
+        for card in raw
+    ]
 
 
 @pytest.fixture

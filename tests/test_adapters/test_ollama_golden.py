@@ -208,3 +208,11 @@ def test_parallel_tool_calls_arrive_whole_in_end_order() -> None:
 @pytest.mark.parametrize("module", [ollama_chat, ollama_generate, ollama_embed, ollama_models, ollama_common, ollama_stream])
 def test_all_names_resolve(module: Any) -> None:
     assert module.__all__ and all(getattr(module, name) is not None for name in module.__all__)
+
+
+@pytest.mark.parametrize(
+    ("count", "written"),
+    [(134_515_008, "135M"), (7_615_616_512, "7.62B"), (70_553_706_496, "70.6B"), (1_500, "1.50K"), (999, "999")],
+)
+def test_parameter_counts_are_written_as_ollama_writes_them(count: int, written: str) -> None:
+    assert ollama_models.human_number(count) == written

@@ -13,6 +13,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from asgi_llm import LLMApp, ModelConfig, ModelPool, Settings
+from asgi_llm.config import default_model_path
 from asgi_llm.core import Overloaded
 from asgi_llm.engines.fake import FakeEngine
 
@@ -164,3 +165,21 @@ async def test_unexpected_errors_are_500_without_details(caplog: pytest.LogCaptu
             assert response.json()["error"]["type"] == "server_error"
             assert "secret" not in response.text and "sk-live" not in response.text and "Traceback" not in response.text
     assert "exploded" in caplog.text  # the operator still sees it in the log
+
+
+async def test_the_catalog_describes_a_lazy_model_from_its_file_before_any_load() -> None:
+    models = (
+        ModelConfig(id="lazy", path=default_model_path(), load="lazy"),
+        ModelConfig(id="remote", base_url="http://127.0.0.1:9/v1", load="lazy"),
+        ModelConfig(id="missing", path="/nowhere/model.gguf", load="lazy"),
+    )
+    pool = ModelPool(Settings(models=models), engine_factory=lambda config, thread: FakeEngine(config, thread))
+    assert all(card.facts.parameters == 0 for card in pool.catalog())  # read at start, not at construction
+    await pool.start()
+    try:
+        lazy, remote, missing = pool.catalog()
+        assert lazy.state == "unloaded"
+        assert (lazy.facts.architecture, lazy.facts.file_type, lazy.facts.parameters) == ("llama", "Q4_1", 134_515_008)
+        assert remote.facts.architecture == missing.facts.architecture == ""
+    finally:
+        await pool.stop()

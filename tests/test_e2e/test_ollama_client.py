@@ -139,9 +139,16 @@ def test_list_show_ps(client: ollama.Client) -> None:
     names = [m.model for m in client.list().models]
     assert f"{MODEL}:latest" in names
     shown = client.show(MODEL)
-    assert shown.capabilities and {"completion", "embedding"} <= set(shown.capabilities)
-    assert shown.modelinfo is not None and 2048 in shown.modelinfo.values()
+    assert shown.capabilities and {"completion", "tools", "embedding"} <= set(shown.capabilities)
+    # What the GGUF header says, read without llama.cpp: the training context, not the served one.
+    assert shown.modelinfo is not None and shown.modelinfo["llama.context_length"] == 8192
+    assert shown.modelinfo["general.parameter_count"] == 134_515_008
+    assert "tokenizer.ggml.tokens" not in shown.modelinfo and "tokenizer.chat_template" not in shown.modelinfo
     assert shown.details is not None and shown.details.format == "gguf"
+    details = (shown.details.family, shown.details.families, shown.details.parameter_size)
+    assert details == ("llama", ["llama"], "135M") and shown.details.quantization_level == "Q4_1"
+    listed = {m.model: m for m in client.list().models}[f"{MODEL}:latest"]
+    assert listed.details == shown.details
     running = {m.model: m for m in client.ps().models}
     assert running[f"{MODEL}:latest"].context_length == 2048
 
