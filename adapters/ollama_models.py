@@ -15,7 +15,7 @@ from asgi_llm.core import InvalidRequest, ModelCard, ModelNotFound
 from .base import InfoContext, InfoRoute, Reply, validate
 from .ollama_common import Wire, model_name, rfc3339
 
-__all__ = ["ROUTES", "VERSION", "human_number", "ps", "running", "show", "tags", "version"]
+__all__ = ["ROUTES", "VERSION", "human_number", "ps", "pull", "running", "show", "tags", "version"]
 
 VERSION = "0.6.3"
 """The Ollama server version we answer like; clients gate features on it."""
@@ -100,15 +100,35 @@ class ShowBody(Wire):
     verbose: bool = False
 
 
+class PullBody(Wire):
+    model: str | None = None
+    name: str | None = None  # the older spelling
+    insecure: bool = False
+    stream: bool = True
+
+
+def _card(catalog: Sequence[ModelCard], model: str | None, name: str | None) -> ModelCard:
+    wanted = model or name
+    if not wanted:
+        raise InvalidRequest("Missing required parameter: 'model'.", param="model")
+    card = next((c for c in catalog if model_name(wanted) in (c.id, *c.aliases)), None)
+    if card is None:
+        raise ModelNotFound(wanted)
+    return card
+
+
+def pull(catalog: Sequence[ModelCard], body: Any) -> Reply:
+    """Models are configured, never downloaded. Pulling one the server has succeeds at once (one
+    status line, which both of the client's modes read), so scripts that pull before use run
+    unchanged; any other is 404, as for `show`."""
+    wire = validate(PullBody, body)
+    _card(catalog, wire.model, wire.name)
+    return 200, {"status": "success"}
+
+
 def show(catalog: Sequence[ModelCard], body: Any) -> Reply:
     wire = validate(ShowBody, body)
-    name = wire.model or wire.name
-    if not name:
-        raise InvalidRequest("Missing required parameter: 'model'.", param="model")
-    wanted = model_name(name)
-    card = next((c for c in catalog if wanted == c.id or wanted in c.aliases), None)
-    if card is None:
-        raise ModelNotFound(name)
+    card = _card(catalog, wire.model, wire.name)
     return 200, {
         "modelfile": "",
         "parameters": "",
@@ -137,6 +157,7 @@ def _show(ctx: InfoContext) -> Reply:
 ROUTES = (
     InfoRoute(path="/api/tags", handle=lambda ctx: tags(ctx.catalog)),
     InfoRoute(path="/api/show", handle=_show, methods=("POST",)),
+    InfoRoute(path="/api/pull", handle=lambda ctx: pull(ctx.catalog, ctx.body), methods=("POST",)),
     InfoRoute(path="/api/ps", handle=lambda ctx: ps(ctx.catalog)),
     InfoRoute(path="/api/version", handle=lambda ctx: version()),
     InfoRoute(path="/", handle=lambda ctx: running(), methods=("GET", "HEAD")),

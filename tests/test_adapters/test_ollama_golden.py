@@ -132,6 +132,7 @@ _HANDLERS: dict[str, tuple[Callable[[list[ModelCard], Any], tuple[int, Any]], ty
     "tags": (lambda catalog, body: ollama_models.tags(catalog), ollama.ListResponse),
     "ps": (lambda catalog, body: ollama_models.ps(catalog), ollama.ProcessResponse),
     "show": (ollama_models.show, ollama.ShowResponse),
+    "pull": (ollama_models.pull, ollama.ProgressResponse),
     "version": (lambda catalog, body: ollama_models.version(), None),
     "running": (lambda catalog, body: ollama_models.running(), None),
 }
@@ -160,6 +161,7 @@ def test_routes_cover_the_api() -> None:
         ("/api/embeddings", ("POST",)),
         ("/api/tags", ("GET",)),
         ("/api/show", ("POST",)),
+        ("/api/pull", ("POST",)),
         ("/api/ps", ("GET",)),
         ("/api/version", ("GET",)),
         ("/", ("GET", "HEAD")),

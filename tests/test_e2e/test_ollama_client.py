@@ -166,6 +166,14 @@ def test_unknown_model_is_404(client: ollama.Client, stream: bool) -> None:
     assert shown.value.status_code == 404
 
 
+def test_pulling_a_served_model_succeeds_at_once_and_any_other_is_404(client: ollama.Client) -> None:
+    assert client.pull(MODEL).status == "success"
+    assert [p.status for p in client.pull("default", stream=True)] == ["success"]
+    with pytest.raises(ollama.ResponseError) as caught:
+        list(client.pull("llama3.2", stream=True))
+    assert caught.value.status_code == 404 and "llama3.2" in caught.value.error
+
+
 def test_invalid_format_schema_is_400(client: ollama.Client) -> None:
     with pytest.raises(ollama.ResponseError) as caught:
         client.chat(model=MODEL, messages=HI, format={"type": "objet"})
