@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
 from .core import InvalidRequest, PayloadTooLarge
 
-__all__ = ["Scope", "Message", "Receive", "Send", "ASGIApp", "read_body", "decode_json", "send_json", "send_text", "start_stream", "header"]
+__all__ = [
+    "MAX_NESTING",
+    "ASGIApp",
+    "Message",
+    "Receive",
+    "Scope",
+    "Send",
+    "decode_json",
+    "header",
+    "read_body",
+    "send_json",
+    "send_text",
+    "start_stream",
+]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -47,16 +61,56 @@ async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
             return b"".join(chunks)
 
 
+MAX_NESTING = 128
+"""JSON levels a request body may nest. Deeper bodies are refused before anything recursive (the
+JSON decoder, jsonschema, chat templates) walks them; the deepest tool schema decoding can
+enforce fits well within."""
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def decode_json(body: bytes) -> dict[str, Any]:
     try:
         data = json.loads(body)
+    except RecursionError:
+        raise InvalidRequest(_TOO_DEEP) from None
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise InvalidRequest(
             "We could not parse the JSON body of your request: it is not valid JSON."
         ) from None
     if not isinstance(data, dict):
         raise InvalidRequest("The request body must be a JSON object.")
+    _check_shape(data, strings=_SURROGATE_ESCAPE.search(body) is not None)
     return data
+
+
+_TOO_DEEP = f"The request body nests deeper than {MAX_NESTING} levels."
+
+
+def _check_shape(data: Any, *, strings: bool) -> None:
+    """Refuses what parses as JSON yet would fail deep inside: nesting past `MAX_NESTING`, and
+    (when the body escapes one) a lone UTF-16 surrogate such as `"\\ud800"`, which no UTF-8
+    text can hold. Iterative, so no body can exhaust the stack here."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        value, level = stack.pop()
+        if isinstance(value, dict):
+            if strings and any(_SURROGATE.search(key) for key in value):
+                raise InvalidRequest(_LONE_SURROGATE)
+            items: Iterable[Any] = value.values()
+        elif isinstance(value, list):
+            items = value
+        else:
+            if strings and isinstance(value, str) and _SURROGATE.search(value):
+                raise InvalidRequest(_LONE_SURROGATE)
+            continue
+        if level == MAX_NESTING and any(isinstance(item, (dict, list)) for item in items):
+            raise InvalidRequest(_TOO_DEEP)
+        stack.extend((item, level + 1) for item in items if strings or isinstance(item, (dict, list)))
+
+
+_LONE_SURROGATE = "The request body has a string with a lone UTF-16 surrogate; text must be valid Unicode."
 
 
 def _headers(extra: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:

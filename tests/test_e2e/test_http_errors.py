@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
@@ -103,3 +105,55 @@ def test_trailing_slash_is_served_without_redirect(server) -> None:
 def test_empty_prompt_is_400(post) -> None:
     error = _error(post("/completions", json={"model": MODEL, "prompt": "", "max_tokens": 2}), 400)
     assert error["param"] == "prompt"
+
+
+def _deep_schema(levels: int) -> dict[str, object]:
+    schema: dict[str, object] = {"type": "object"}
+    inner = schema
+    for _ in range(levels):
+        child: dict[str, object] = {"type": "object"}
+        inner["properties"] = {"a": child}
+        inner = child
+    return schema
+
+
+_LONE_SURROGATE = b'"say \\ud800 twice"'
+_MESSAGES = b'"messages": [{"role": "user", "content": CONTENT}]'
+_PROTOCOLS = {  # path, and a request with `CONTENT` where its text goes
+    "openai": ("/v1/chat/completions", b'{"model": "default", "max_tokens": 2, ' + _MESSAGES + b"}"),
+    "responses": ("/v1/responses", b'{"model": "default", "max_output_tokens": 16, "input": CONTENT}'),
+    "anthropic": ("/v1/messages", b'{"model": "default", "max_tokens": 2, ' + _MESSAGES + b"}"),
+    "ollama": ("/api/chat", b'{"model": "default", "stream": false, ' + _MESSAGES + b"}"),
+}
+
+
+def _protocol_error(protocol: str, response: httpx.Response) -> str:
+    """The message of a 400 in the protocol's own envelope, with nothing of the server in it."""
+    if protocol in ("openai", "responses"):
+        return str(_error(response, 400)["message"])
+    assert response.status_code == 400, response.text
+    body = response.json()
+    assert "Traceback" not in response.text and "site-packages" not in response.text
+    if protocol == "anthropic":
+        assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
+        return str(body["error"]["message"])
+    assert set(body) == {"error"}
+    return str(body["error"])
+
+
+@pytest.mark.parametrize("protocol", sorted(_PROTOCOLS))
+def test_what_parses_but_no_text_or_stack_can_hold_is_400_in_each_protocol(server, protocol: str) -> None:
+    path, template = _PROTOCOLS[protocol]
+    tools = {"tools": [{"type": "function", "function": {"name": "f", "parameters": _deep_schema(70)}}]}
+    with_tools = template.replace(b"CONTENT", b'"hi"')[:-1] + b", " + json.dumps(tools)[1:].encode()
+    bodies = [
+        ("lone UTF-16 surrogate", template.replace(b"CONTENT", _LONE_SURROGATE)),
+        ("nests deeper than 128", with_tools),  # a schema that would exhaust jsonschema's recursion
+        ("nests deeper than 128", b'{"model": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"),  # and json's
+    ]
+    json_headers = {"content-type": "application/json"}
+    for expected, body in bodies:
+        reply = httpx.post(server.url + path, content=body, headers=json_headers, timeout=30)
+        assert expected in _protocol_error(protocol, reply)
+    pair = template.replace(b"CONTENT", b'"say \\ud83d\\ude00 twice"')  # a surrogate pair is one character
+    assert httpx.post(server.url + path, content=pair, headers=json_headers, timeout=60).status_code == 200

@@ -1,0 +1,43 @@
+"""Request bodies that parse as JSON yet would fail deep inside are refused at the door."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from asgi_llm.asgi import MAX_NESTING, decode_json
+from asgi_llm.core import InvalidRequest
+
+
+def nested(levels: int) -> bytes:
+    """An object whose innermost value sits `levels` JSON levels deep (the object is level 1)."""
+    return ('{"a":' + "[" * (levels - 1) + "]" * (levels - 1) + "}").encode()
+
+
+def test_nesting_up_to_the_limit_is_taken_and_one_more_level_is_refused() -> None:
+    assert decode_json(nested(MAX_NESTING))["a"]
+    with pytest.raises(InvalidRequest, match=f"deeper than {MAX_NESTING} levels"):
+        decode_json(nested(MAX_NESTING + 1))
+
+
+def test_nesting_past_what_the_json_decoder_can_recurse_is_refused_too() -> None:
+    with pytest.raises(InvalidRequest, match="deeper than"):
+        decode_json(b"[" * 100_000 + b"]" * 100_000)
+    with pytest.raises(InvalidRequest, match="deeper than"):
+        decode_json(b'{"a":' + b'{"a":' * 100_000 + b"1" + b"}" * 100_001)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"a": "x\\ud800"}', b'{"a": ["\\uDFFF"]}', b'{"\\udc00": 1}', b'{"a": {"b": "\\ude00\\ud83d"}}'],
+    ids=["high", "low-upper-case", "in-a-key", "pair-backwards"],
+)
+def test_a_lone_surrogate_anywhere_is_refused(body: bytes) -> None:
+    with pytest.raises(InvalidRequest, match="lone UTF-16 surrogate"):
+        decode_json(body)
+
+
+def test_escaped_pairs_and_raw_text_are_text() -> None:
+    assert decode_json(b'{"a": "\\ud83d\\ude00", "b": "\\u00e9"}') == {"a": "\U0001f600", "b": "\u00e9"}
+    assert decode_json(json.dumps({"a": "\U0001f600"}, ensure_ascii=False).encode()) == {"a": "\U0001f600"}
