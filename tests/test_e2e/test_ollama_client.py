@@ -201,7 +201,7 @@ def test_malformed_body_is_400(server, path: str, content: bytes) -> None:
 
 
 def test_unknown_route_and_method(server) -> None:
-    missing = httpx.get(f"{server.url}/api/pull", timeout=10)
+    missing = httpx.post(f"{server.url}/api/push", json={"model": "x"}, timeout=10)  # models are never pushed
     assert missing.status_code == 404 and set(missing.json()) == {"error"}
     wrong = httpx.get(f"{server.url}/api/chat", timeout=10)
     assert wrong.status_code == 405 and set(wrong.json()) == {"error"}
