@@ -68,6 +68,8 @@ enforce fits well within."""
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_TOO_DEEP = f"The request body nests deeper than {MAX_NESTING} levels."
+_LONE_SURROGATE = "The request body has a string with a lone UTF-16 surrogate; text must be valid Unicode."
 
 
 def decode_json(body: bytes) -> dict[str, Any]:
@@ -83,9 +85,6 @@ def decode_json(body: bytes) -> dict[str, Any]:
         raise InvalidRequest("The request body must be a JSON object.")
     _check_shape(data, strings=_SURROGATE_ESCAPE.search(body) is not None)
     return data
-
-
-_TOO_DEEP = f"The request body nests deeper than {MAX_NESTING} levels."
 
 
 def _check_shape(data: Any, *, strings: bool) -> None:
@@ -108,9 +107,6 @@ def _check_shape(data: Any, *, strings: bool) -> None:
         if level == MAX_NESTING and any(isinstance(item, (dict, list)) for item in items):
             raise InvalidRequest(_TOO_DEEP)
         stack.extend((item, level + 1) for item in items if strings or isinstance(item, (dict, list)))
-
-
-_LONE_SURROGATE = "The request body has a string with a lone UTF-16 surrogate; text must be valid Unicode."
 
 
 def _headers(extra: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
