@@ -1,10 +1,10 @@
 """The one thread that makes every model call.
 
 llama.cpp decodes at less than half speed as soon as its calls come from more than
-one thread (measured; see DESIGN.md), so nothing here uses a thread pool. Work
-arrives through a queue; streams advance one item (one token) per turn, so a
-short call such as tokenizing never waits for a long generation to finish.
-Steppers (a model's batch scheduler) get one `step()` per turn while they have work.
+one thread (measured; see DESIGN.md), so nothing here uses a thread pool. Calls
+arrive through a queue; steppers (a model's batch scheduler) get one `step()` per
+turn while they have work, so a short call such as tokenizing never waits for a
+long generation to finish.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import logging
 import queue
 import threading
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Hashable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 from ..core.errors import ModelNotReady
@@ -25,7 +25,6 @@ __all__ = ["Channel", "InferenceThread", "Stepper"]
 T = TypeVar("T")
 log = logging.getLogger("asgi_llm.inference")
 
-_END = object()
 _STOP = object()
 
 
@@ -93,28 +92,13 @@ class _CallJob:
         self.future = future
 
 
-class _StreamJob:
-    def __init__(self, lane: Hashable, make: Callable[[], Generator[Any, None, Any]], channel: Channel[Any]) -> None:
-        self.lane = lane
-        self.make = make
-        self.channel = channel
-        self.iterator: Generator[Any, None, Any] | None = None
-        self.cancelled = False  # set by the event loop, read here every step
-
-
 class InferenceThread:
-    """Runs calls and step-wise streams on one dedicated thread.
-
-    Streams on the same `lane` (one model's context) run one after another in FIFO
-    order; streams on different lanes interleave token by token.
-    """
+    """Runs calls, and steps attached steppers, on one dedicated thread."""
 
     def __init__(self, name: str = "asgi-llm-inference") -> None:
         self._name = name
         self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        self._running: dict[Hashable, _StreamJob] = {}
-        self._waiting: dict[Hashable, deque[_StreamJob]] = {}
         self._steppers: list[Stepper] = []  # touched on the inference thread only
         self._stepping = False  # whether a stepper had work at the last turn (a snapshot for `busy`)
 
@@ -124,8 +108,8 @@ class InferenceThread:
 
     @property
     def busy(self) -> bool:
-        """Whether a stream is running or waiting (read from any thread; a snapshot)."""
-        return bool(self._running or self._waiting or self._stepping)
+        """Whether a stepper had work at the last turn (read from any thread; a snapshot)."""
+        return self._stepping
 
     def start(self) -> None:
         if self.alive:
@@ -150,25 +134,6 @@ class InferenceThread:
         self._inbox.put(_CallJob(fn, future))
         return await asyncio.wrap_future(future)
 
-    async def stream(
-        self, lane: Hashable, make: Callable[[], Generator[T | None, None, Any]]
-    ) -> AsyncGenerator[T, None]:
-        """Iterate `make()` on the inference thread, one item per turn.
-
-        `None` items are yield points (e.g. between prompt chunks) and are not delivered.
-        `make` is called on the thread; leaving the loop early (break, cancellation,
-        client gone) makes the thread close the iterator before its next step.
-        """
-        self._require_running()
-        channel: Channel[T] = Channel(asyncio.get_running_loop())
-        job = _StreamJob(lane, make, channel)
-        self._inbox.put(job)
-        try:
-            async for item in channel.until(_END):
-                yield item
-        finally:
-            job.cancelled = True
-
     async def attach(self, stepper: Stepper) -> None:
         """Step `stepper` every turn it is active, until `detach`."""
         await self.call(lambda: self._steppers.append(stepper))
@@ -187,9 +152,7 @@ class InferenceThread:
         while not stopping:
             active = [stepper for stepper in self._steppers if stepper.active]
             self._stepping = bool(active)
-            stopping = self._admit(block=not self._running and not active)
-            for job in list(self._running.values()):
-                self._step(job)
+            stopping = self._admit(block=not active)
             for stepper in active:
                 try:
                     stepper.step()
@@ -209,11 +172,6 @@ class InferenceThread:
                 return True
             if isinstance(item, _CallJob):
                 self._run_call(item)
-            elif isinstance(item, _StreamJob):
-                if item.lane in self._running:
-                    self._waiting.setdefault(item.lane, deque()).append(item)
-                else:
-                    self._running[item.lane] = item
             try:
                 item = self._inbox.get_nowait()
             except queue.Empty:
@@ -228,51 +186,10 @@ class InferenceThread:
         except BaseException as exc:  # delivered to the awaiting coroutine
             job.future.set_exception(exc)
 
-    def _step(self, job: _StreamJob) -> None:
-        if job.cancelled:
-            self._finish(job, None)
-            return
-        try:
-            if job.iterator is None:
-                job.iterator = job.make()
-            item = next(job.iterator)
-        except StopIteration:
-            self._finish(job, _END)
-        except Exception as exc:
-            self._finish(job, exc)
-        else:
-            if item is not None and not job.channel.send(item):
-                job.cancelled = True
-
-    def _finish(self, job: _StreamJob, last: object) -> None:
-        if job.iterator is not None:
-            try:
-                job.iterator.close()
-            except Exception:
-                log.exception("closing a generation failed")
-        if last is not None:
-            job.channel.send(last)
-        del self._running[job.lane]
-        waiting = self._waiting.get(job.lane)
-        while waiting:
-            nxt = waiting.popleft()
-            if not nxt.cancelled:
-                self._running[job.lane] = nxt
-                break
-        if not waiting:
-            self._waiting.pop(job.lane, None)
-
     def _cancel_all(self) -> None:
         gone = ModelNotReady("The model server is shutting down.")
         for stepper in self._steppers:
             stepper.abandon(gone)
-        jobs = list(self._running.values()) + [j for q in self._waiting.values() for j in q]
-        for job in jobs:
-            if job.iterator is not None:
-                job.iterator.close()
-            job.channel.send(gone)
-        self._running.clear()
-        self._waiting.clear()
         while True:
             try:
                 item = self._inbox.get_nowait()
@@ -280,5 +197,3 @@ class InferenceThread:
                 return
             if isinstance(item, _CallJob):
                 item.future.set_exception(gone)
-            elif isinstance(item, _StreamJob):
-                item.channel.send(gone)

@@ -1,18 +1,17 @@
-"""The one inference thread, driven by plain generators instead of a model."""
+"""The one inference thread, driven by plain callables and steppers instead of a model."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import threading
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import anyio
 import pytest
 
 from asgi_llm.core import ModelNotReady
-from asgi_llm.engines.inference_thread import InferenceThread
+from asgi_llm.engines.inference_thread import Channel, InferenceThread
 
 pytestmark = pytest.mark.anyio
 
@@ -29,38 +28,11 @@ async def running() -> AsyncIterator[InferenceThread]:
     assert not thread.alive
 
 
-async def wait_for(event: threading.Event) -> None:
-    while not event.is_set():
-        await asyncio.sleep(0.001)
-
-
-def spin_until(event: threading.Event, seconds: float = 2.0) -> Iterator[None]:
-    """Yield points (not delivered) until `event` is set, so other streams get turns."""
-    deadline = time.monotonic() + seconds
-    while not event.is_set() and time.monotonic() < deadline:
-        yield None
-
-
-async def collect(stream: AsyncIterator[int]) -> list[int]:
-    return [item async for item in stream]
-
-
-async def test_calls_and_streams_run_on_one_thread() -> None:
-    seen: list[int] = []
-
-    def make() -> Iterator[int]:
-        seen.append(threading.get_ident())
-        for _ in range(3):
-            yield threading.get_ident()
-
+async def test_every_call_runs_on_the_one_thread() -> None:
     async with running() as thread:
         first = await thread.call(threading.get_ident)
-        streamed = await collect(thread.stream("a", make))
         second = await thread.call(threading.get_ident)
-    assert first != threading.get_ident()
-    assert seen == [first]
-    assert streamed == [first] * 3
-    assert second == first
+    assert first == second != threading.get_ident()
 
 
 async def test_call_returns_value_and_raises() -> None:
@@ -74,179 +46,38 @@ async def test_call_returns_value_and_raises() -> None:
         assert await thread.call(lambda: "still alive") == "still alive"
 
 
-async def test_stream_items_in_order_and_none_not_delivered() -> None:
-    def make() -> Iterator[int | None]:
-        for i in range(50):
-            yield None
-            yield i
-        yield None
-
-    async with running() as thread:
-        assert await collect(thread.stream("a", make)) == list(range(50))  # type: ignore[arg-type]
-
-
-async def test_aclose_closes_generator_on_thread_within_one_step() -> None:
-    closed = threading.Event()
-    left = threading.Event()
-    steps_after_left = 0
-    closed_on: list[int] = []
-
-    def make() -> Iterator[int]:
-        nonlocal steps_after_left
-        try:
-            i = 0
-            while True:
-                if left.is_set():
-                    steps_after_left += 1
-                yield i
-                i += 1
-                time.sleep(0.001)
-        finally:
-            closed_on.append(threading.get_ident())
-            closed.set()
-
-    async with running() as thread:
-        ident = await thread.call(threading.get_ident)
-        stream = thread.stream("a", make)
-        received = [await stream.__anext__() for _ in range(3)]
-        await stream.aclose()  # type: ignore[attr-defined]
-        left.set()
-        await wait_for(closed)
-        assert await thread.call(lambda: 1) == 1
-    assert received == [0, 1, 2]
-    assert steps_after_left <= 1
-    assert closed_on == [ident]
-
-
-async def test_break_closes_generator_on_thread() -> None:
-    closed = threading.Event()
-    closed_on: list[int] = []
-
-    def make() -> Iterator[int]:
-        try:
-            i = 0
-            while True:
-                yield i
-                i += 1
-                time.sleep(0.001)
-        finally:
-            closed_on.append(threading.get_ident())
-            closed.set()
-
-    async with running() as thread:
-        ident = await thread.call(threading.get_ident)
-        async for item in thread.stream("a", make):
-            if item == 2:
-                break
-        await wait_for(closed)
-        # the lane is free again: a new stream on it runs
-        assert await collect(thread.stream("a", lambda: iter([7, 8]))) == [7, 8]
-    assert closed_on == [ident]
-
-
-async def test_same_lane_waits_for_the_first_stream() -> None:
-    log: list[str] = []
-    second_queued = threading.Event()
-
-    def first() -> Iterator[int | None]:
-        log.append("first:start")
-        yield 0
-        yield from spin_until(second_queued)
-        for i in (1, 2):
-            log.append(f"first:{i}")
-            yield i
-        log.append("first:end")
-
-    def second() -> Iterator[int]:
-        log.append("second:start")
-        yield 10
-        log.append("second:end")
-
-    async with running() as thread:
-        stream = thread.stream("model", first)
-        assert await stream.__anext__() == 0
-        task = asyncio.ensure_future(collect(thread.stream("model", second)))
-        await asyncio.sleep(0.05)  # the second stream is queued behind the first by now
-        second_queued.set()
-        rest = [item async for item in stream]
-        assert await task == [10]
-    assert rest == [1, 2]
-    assert log == ["first:start", "first:1", "first:2", "first:end", "second:start", "second:end"]
-
-
-async def test_different_lanes_interleave() -> None:
-    log: list[str] = []
-    b_started = threading.Event()
-
-    def a() -> Iterator[int | None]:
-        yield from spin_until(b_started)
-        log.append(f"a saw b: {b_started.is_set()}")
-        yield 1
-
-    def b() -> Iterator[int]:
-        b_started.set()
-        log.append("b started")
-        yield 2
-
-    async with running() as thread:
-        results = await asyncio.gather(collect(thread.stream("x", a)), collect(thread.stream("y", b)))  # type: ignore[arg-type]
-    assert results == [[1], [2]]
-    assert log == ["b started", "a saw b: True"]
-
-
-async def test_generator_exception_reaches_the_consumer() -> None:
-    def make() -> Iterator[int]:
-        yield 1
-        raise ValueError("boom")
-
-    async with running() as thread:
-        received: list[int] = []
-        with pytest.raises(ValueError, match="boom"):
-            async for item in thread.stream("a", make):
-                received.append(item)
-        assert received == [1]
-        assert await collect(thread.stream("a", lambda: iter([3]))) == [3]  # the lane was freed
-
-
-async def test_exception_in_make_reaches_the_consumer() -> None:
-    def make() -> Iterator[int]:
-        raise RuntimeError("cannot start")
-
-    async with running() as thread:
-        with pytest.raises(RuntimeError, match="cannot start"):
-            await collect(thread.stream("a", make))
-
-
-async def test_stop_ends_running_streams_with_model_not_ready() -> None:
-    closed = threading.Event()
-
-    def make() -> Iterator[int]:
-        try:
-            while True:
-                yield 1
-                time.sleep(0.001)
-        finally:
-            closed.set()
-
-    thread = InferenceThread()
-    thread.start()
-    with anyio.fail_after(5):
-        stream = thread.stream("a", make)
-        assert await stream.__anext__() == 1
-        await thread.stop()
-        assert closed.is_set()
-        with pytest.raises(ModelNotReady):
-            while True:
-                await stream.__anext__()
-    assert not thread.alive
-
-
 async def test_not_running_refuses_work() -> None:
     thread = InferenceThread()
     with pytest.raises(ModelNotReady):
         await thread.call(lambda: 1)
-    with pytest.raises(ModelNotReady):
-        await collect(thread.stream("a", lambda: iter([1])))
+
+
+async def test_calls_queued_behind_a_stop_fail_with_model_not_ready() -> None:
+    thread = InferenceThread()
+    thread.start()
+    release = threading.Event()
+    blocker = asyncio.ensure_future(thread.call(release.wait))
+    await asyncio.sleep(0.01)  # the thread is inside `release.wait` now
+    stopping = asyncio.ensure_future(thread.stop())
+    late = asyncio.ensure_future(thread.call(lambda: 1))
+    await asyncio.sleep(0.01)
+    release.set()
+    with anyio.fail_after(5):
+        assert await blocker is True
+        await stopping
+        with pytest.raises(ModelNotReady):
+            await late
+
+
+async def test_a_channel_hands_items_across_and_raises_a_sent_exception() -> None:
+    END = object()
+    async with running() as thread:
+        channel: Channel[int] = Channel(asyncio.get_running_loop())
+        await thread.call(lambda: [channel.send(i) for i in (1, 2, 3)] and channel.send(END))
+        assert [item async for item in channel.until(END)] == [1, 2, 3]
+        await thread.call(lambda: channel.send(KeyError("gone")))
+        with pytest.raises(KeyError):
+            await anext(aiter(channel.until(END)))
 
 
 class CountingStepper:
