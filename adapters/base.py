@@ -20,6 +20,7 @@ from asgi_llm.core import (
     InvalidRequest,
     LLMError,
     ModelCard,
+    StateStore,
 )
 
 __all__ = [
@@ -67,19 +68,6 @@ class Parsed(Generic[R]):
     """Seconds the model stays loaded after this request (negative = forever, 0 = unload)."""
     load_only: bool = False
     """Load (or, with keep_alive 0, unload) the model without generating; rendered with no events."""
-
-
-class StateStore(Protocol):
-    """JSON objects by key, kept by the app for stateful protocols (Responses' `store`).
-
-    In memory or SQLite; bounded by size and age. Values must be JSON-able.
-    """
-
-    async def get(self, key: str) -> dict[str, Any] | None: ...
-
-    async def put(self, key: str, value: dict[str, Any]) -> None: ...
-
-    async def delete(self, key: str) -> bool: ...
 
 
 class StreamEncoder(Protocol):

@@ -11,7 +11,7 @@ from typing import Any
 
 from .adapters.base import Adapter, Route, StateStore
 from .adapters.openai import OPENAI
-from .asgi import ASGIApp, Receive, Scope, Send, send_json
+from .http.asgi import ASGIApp, Receive, Scope, Send, send_json
 from .config import ApiKeyConfig, LimitsConfig, Settings
 from .core import LLMError, MethodNotAllowed, RouteNotFound
 from .endpoint import Endpoint
@@ -33,10 +33,10 @@ from .middleware import (
     UsageMiddleware,
     Verifier,
 )
-from .middleware.context import REQUEST, request_state
+from .http.context import REQUEST, request_state
 from .pool import ModelPool
-from .routing import Match, Router, route_path
-from .state import MemoryStore, SQLiteStore
+from .http.routing import Match, Router, route_path
+from .storage.state import MemoryStore, SQLiteStore
 
 __all__ = ["LLMApp", "Layer", "default_middleware"]
 

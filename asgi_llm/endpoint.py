@@ -30,13 +30,14 @@ from .adapters.base import (
     StateRoute,
     StateStore,
 )
-from .asgi import ClientGone, Receive, Scope, Send, decode_json, read_body, send_json, send_text, start_stream
+from .http.asgi import Receive, Scope, Send, send_json, send_text, start_stream
+from .http.body import ClientGone, json_body
 from .core import Engine, GenerationEvent, InternalError, InvalidRequest, LLMError, RetryLater, Unsupported, Usage
 from .core.catalog import ModelCard
-from .middleware.context import KEY, KEY_INFO, MAX_TOKENS, USAGE, Meter, request_info, request_state
+from .http.context import KEY, KEY_INFO, MAX_TOKENS, USAGE, Meter, request_info, request_state
 from .middleware.policy import KeyInfo
 from .pool import ModelPool
-from .state import owned_by
+from .storage.state import owned_by
 
 __all__ = ["Endpoint"]
 
@@ -103,7 +104,7 @@ class Endpoint:
         meter: Meter = state.get(USAGE) or Meter()  # the usage and limits layers read it afterwards
         store = owned_by(self._store, state.get(KEY))
         has_body = scope["method"] not in ("GET", "HEAD", "DELETE")
-        body = decode_json(await read_body(scope, receive, self._limit)) if has_body else None
+        body = await json_body(scope, receive, self._limit) if has_body else None
         if isinstance(route, (InfoRoute, StateRoute)):
             headers = {bytes(k).decode("latin-1").lower(): bytes(v).decode("latin-1") for k, v in scope.get("headers", ())}
             query = dict(urllib.parse.parse_qsl(bytes(scope.get("query_string", b"")).decode("latin-1")))

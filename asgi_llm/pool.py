@@ -20,12 +20,7 @@ __all__ = ["ModelPool", "EngineFactory"]
 log = logging.getLogger("asgi_llm.pool")
 
 EngineFactory = Callable[[ModelConfig, InferenceThread], Engine]
-
-
-def _llama_engine(config: ModelConfig, thread: InferenceThread) -> Engine:
-    from .engines.llamacpp import LlamaCppEngine  # imported on first load, not at import time
-
-    return LlamaCppEngine(config, thread)
+"""Makes a model's engine; it is handed the pool's inference thread and binds it where the engine runs there."""
 
 
 def _engine_for(config: ModelConfig, thread: InferenceThread) -> Engine:
@@ -33,8 +28,10 @@ def _engine_for(config: ModelConfig, thread: InferenceThread) -> Engine:
     if config.is_upstream:
         from .engines.upstream import UpstreamEngine  # imported on first load, not at import time
 
-        return UpstreamEngine(config, thread)
-    return _llama_engine(config, thread)
+        return UpstreamEngine(config)
+    from .engines.llamacpp import LlamaCppEngine  # imported on first load, not at import time
+
+    return LlamaCppEngine(config, thread)
 
 
 class _Slot:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from asgi_llm.routing import Router, route_path
+from asgi_llm.http.routing import Router, route_path
 
 
 @pytest.mark.parametrize(

@@ -38,6 +38,7 @@ from .events import (
     Usage,
     total_usage,
 )
+from .store import StateStore
 from .requests import (
     ChatRequest,
     CompletionRequest,
@@ -87,6 +88,7 @@ __all__ = [
     "RouteNotFound",
     "Role",
     "SamplingParams",
+    "StateStore",
     "TextDelta",
     "TokenIds",
     "ToolCall",

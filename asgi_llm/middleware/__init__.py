@@ -6,7 +6,7 @@ protocol's error envelope.
 """
 
 from .auth import AuthMiddleware
-from .context import KEY, KEY_INFO, MAX_TOKENS, REQUEST, USAGE, Classify, Meter, RequestInfo
+from asgi_llm.http.context import KEY, KEY_INFO, MAX_TOKENS, REQUEST, USAGE, Classify, Meter, RequestInfo
 from .keys import KeyStore, Verifier
 from .ledger import Ledger
 from .limits import BudgetStore, Limiter, LimitsMiddleware, MemoryBudgets

@@ -12,11 +12,10 @@ import logging
 from collections.abc import Collection
 from typing import Any
 
-from asgi_llm.asgi import ASGIApp, Receive, Scope, Send, header
-from asgi_llm.core import Forbidden, InternalError, LLMError, PayloadTooLarge, Unauthorized
-
-from .body import peek_json
-from .context import KEY, KEY_INFO, Classify, RequestInfo, request_info, request_state, send_error
+from asgi_llm.core import Forbidden, InternalError, LLMError, Unauthorized
+from asgi_llm.http.asgi import ASGIApp, Receive, Scope, Send, header
+from asgi_llm.http.body import peek_json
+from asgi_llm.http.context import KEY, KEY_INFO, Classify, RequestInfo, request_info, request_state, send_error
 from .keys import Verifier
 from .policy import KeyInfo
 
@@ -75,10 +74,11 @@ class AuthMiddleware:
         state = request_state(scope)
         state[KEY], state[KEY_INFO] = identity.name, identity
         if identity.models is not None and scope["type"] == "http" and scope["method"] in _BODY_METHODS:
-            body, too_large, receive = await peek_json(receive, self._limit)
-            refusal = _model_refusal(identity, info, body, too_large)
-            if refusal is not None:
-                await _refuse(scope, send, info, refusal)
+            try:
+                body, receive = await peek_json(scope, receive, self._limit)
+                _check_model(identity, info, body)
+            except LLMError as error:  # the body's own refusal (too large, not JSON) or the key's
+                await _refuse(scope, send, info, error)
                 return
         await self.app(scope, receive, send)
 
@@ -100,15 +100,12 @@ class AuthMiddleware:
         return identity
 
 
-def _model_refusal(identity: KeyInfo, info: RequestInfo, body: Any, too_large: bool) -> LLMError | None:
-    if too_large:
-        return PayloadTooLarge("The request body is too large to check which model it asks for.")
-    requested = body.get("model", body.get("name")) if isinstance(body, dict) else None
+def _check_model(identity: KeyInfo, info: RequestInfo, body: dict[str, Any] | None) -> None:
+    requested = body.get("model", body.get("name")) if body is not None else None
     if not isinstance(requested, str):
-        return None  # no model named: the app answers (or refuses) it as usual
-    if identity.may_use(requested, info.resolve_model):
-        return None
-    return Forbidden(f"This API key may not use the model '{requested[:200]}'.", param="model")
+        return  # no model named: the app answers (or refuses) it as usual
+    if not identity.may_use(requested, info.resolve_model):
+        raise Forbidden(f"This API key may not use the model '{requested[:200]}'.", param="model")
 
 
 async def _refuse(scope: Scope, send: Send, info: RequestInfo, error: LLMError) -> None:

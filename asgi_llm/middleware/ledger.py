@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any, TypeVar
 
-from asgi_llm.sqlite import SQLiteFile
+from asgi_llm.storage.sqlite import SQLiteFile
 
 from .usage import UsageRecord
 

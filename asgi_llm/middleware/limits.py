@@ -18,10 +18,10 @@ from typing import Protocol
 
 import anyio
 
-from asgi_llm.asgi import ASGIApp, Receive, Scope, Send
+from asgi_llm.http.asgi import ASGIApp, Receive, Scope, Send
 from asgi_llm.core import RateLimited
 
-from .context import KEY, KEY_INFO, MAX_TOKENS, Classify, meter_of, request_info, request_state, send_error
+from asgi_llm.http.context import KEY, KEY_INFO, MAX_TOKENS, Classify, meter_of, request_info, request_state, send_error
 from .ledger import DAY
 from .policy import KeyInfo, Limits
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 
-from asgi_llm.asgi import ASGIApp, Receive, Scope, Send
+from asgi_llm.http.asgi import ASGIApp, Receive, Scope, Send
 
-from .context import REQUEST, Classify, request_info, request_state
+from asgi_llm.http.context import REQUEST, Classify, request_info, request_state
 from .prometheus import CONTENT_TYPE, Counter, Gauge, Histogram
 from .usage import UsageRecord
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import anyio
 
-from asgi_llm.asgi import ASGIApp, Message, Receive, Scope, Send
+from asgi_llm.http.asgi import ASGIApp, Message, Receive, Scope, Send
 
-from .context import KEY, Classify, Meter, meter_of, request_info, request_state
+from asgi_llm.http.context import KEY, Classify, Meter, meter_of, request_info, request_state
 
 __all__ = ["Sink", "UsageMiddleware", "UsageRecord"]
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from ...app import LLMApp
-from ...asgi import ASGIApp, Receive, Scope, Send
+from ...http.asgi import ASGIApp, Receive, Scope, Send
 from .._protocols import DEFAULT_ADAPTERS, OLLAMA, ollama_root_paths
 from .conf import read_options
 from .keys import database_key

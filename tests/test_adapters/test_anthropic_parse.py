@@ -10,7 +10,11 @@ from anthropic.types import RawMessageStreamEvent
 from anthropic.types.shared import ErrorResponse
 from pydantic import TypeAdapter
 
-from asgi_llm.adapters import anthropic_common, anthropic_messages, anthropic_stream
+from asgi_llm.adapters.anthropic import (
+    common as anthropic_common,
+    messages as anthropic_messages,
+    stream as anthropic_stream,
+)
 from asgi_llm.adapters.anthropic import ANTHROPIC
 from asgi_llm.adapters.base import Meta
 from asgi_llm.core import (

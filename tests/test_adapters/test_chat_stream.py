@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from asgi_llm.adapters import openai_chat
+from asgi_llm.adapters.openai import chat as openai_chat
 from asgi_llm.adapters.base import Meta
 from asgi_llm.core import Finish, GenerationEvent, TextDelta, Usage
 

@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from asgi_llm.adapters import (
-    openai_chat,
-    openai_completions,
-    openai_embeddings,
-    openai_models,
+from asgi_llm.adapters.openai import (
+    chat as openai_chat,
+    completions as openai_completions,
+    embeddings as openai_embeddings,
+    models as openai_models,
 )
 from asgi_llm.adapters.base import Meta, Parsed
-from asgi_llm.adapters.openai_common import render_error
+from asgi_llm.adapters.openai.common import render_error
 from asgi_llm.core import Embedding, EmbeddingResult, GenerationEvent, LLMError, ModelCard, ModelNotFound
 
 META = Meta(request_id="test", created=1700000000, model="m")

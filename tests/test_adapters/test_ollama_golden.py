@@ -21,7 +21,14 @@ import ollama
 import pytest
 from pydantic import BaseModel
 
-from asgi_llm.adapters import ollama_chat, ollama_common, ollama_embed, ollama_generate, ollama_models, ollama_stream
+from asgi_llm.adapters.ollama import (
+    chat as ollama_chat,
+    common as ollama_common,
+    embed as ollama_embed,
+    generate as ollama_generate,
+    models as ollama_models,
+    stream as ollama_stream,
+)
 from asgi_llm.adapters.base import Meta
 from asgi_llm.adapters.ollama import OLLAMA, render_error
 from asgi_llm.core import (

@@ -6,8 +6,13 @@ from typing import Any
 
 import pytest
 
-from asgi_llm.adapters import ollama_chat, ollama_embed, ollama_generate, ollama_models
-from asgi_llm.adapters.ollama_common import keep_alive_seconds
+from asgi_llm.adapters.ollama import (
+    chat as ollama_chat,
+    embed as ollama_embed,
+    generate as ollama_generate,
+    models as ollama_models,
+)
+from asgi_llm.adapters.ollama.common import keep_alive_seconds
 from asgi_llm.core import ChatRequest, CompletionRequest, InvalidRequest, Unsupported
 
 USER = [{"role": "user", "content": "hi"}]

@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-from asgi_llm.adapters.openai_common import (
-    SSE_DONE,
-    render_error,
-    sse,
-    stop_list,
-    usage_dict,
-)
+from asgi_llm.adapters.openai.common import SSE_DONE, render_error, sse, stop_list, usage_dict
 from asgi_llm.core import InvalidRequest, RateLimited, Usage
 
 

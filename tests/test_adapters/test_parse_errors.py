@@ -6,7 +6,11 @@ from typing import Any
 
 import pytest
 
-from asgi_llm.adapters import openai_chat, openai_completions, openai_embeddings
+from asgi_llm.adapters.openai import (
+    chat as openai_chat,
+    completions as openai_completions,
+    embeddings as openai_embeddings,
+)
 from asgi_llm.core import InvalidRequest, Unsupported
 
 USER = [{"role": "user", "content": "hi"}]

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from asgi_llm.adapters import openai_responses
+from asgi_llm.adapters.openai.responses import routes as openai_responses
 from asgi_llm.core import InvalidRequest, Message, ToolCall, ToolSpec, Unsupported
 
 FUNCTION = {"type": "function", "name": "f", "parameters": {"type": "object"}}

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from asgi_llm.asgi import MAX_NESTING, decode_json
+from asgi_llm.http.body import MAX_NESTING, decode_json
 from asgi_llm.core import InvalidRequest
 
 

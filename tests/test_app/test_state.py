@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from asgi_llm.state import MemoryStore, SQLiteStore
+from asgi_llm.storage.state import MemoryStore, SQLiteStore
 
 pytestmark = pytest.mark.anyio
 
@@ -70,7 +70,7 @@ async def test_sqlite_survives_a_restart(tmp_path: Path) -> None:
 
 WRITER = """
 import sys, anyio
-from asgi_llm.state import SQLiteStore
+from asgi_llm.storage.state import SQLiteStore
 
 async def write():
     store = SQLiteStore(sys.argv[1])

@@ -25,8 +25,8 @@ from asgi_llm.core import (
     ToolSpec,
 )
 from asgi_llm.engines.llamacpp import LlamaCppEngine, sampling
-from asgi_llm.engines.tool_calls import plan_calls
-from asgi_llm.engines.tool_detect import trigger_grammar
+from asgi_llm.engines.decoding.tool_calls import plan_calls
+from asgi_llm.engines.decoding.tool_detect import trigger_grammar
 
 from .local_engine import local_engine
 

@@ -17,7 +17,7 @@ from asgi_llm.core import (
     Unsupported,
     Usage,
 )
-from asgi_llm.engines.constraints import constraint_for, forces_call, offers_tools
+from asgi_llm.engines.decoding.constraints import constraint_for, forces_call, offers_tools
 
 TOOL = ToolSpec("f", None, {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]})
 JSON = OutputFormat("json_object", "response_format")

@@ -13,7 +13,14 @@ import pytest
 from llama_cpp.llama_grammar import json_schema_to_gbnf
 
 from asgi_llm.core import Finish, InternalError, InvalidRequest, OutputFormat, TextDelta, Unsupported, Usage
-from asgi_llm.engines.grammar import check_schema, checked_output, enforceable, harden, output_schema, validator
+from asgi_llm.engines.decoding.grammar import (
+    check_schema,
+    checked_output,
+    enforceable,
+    harden,
+    output_schema,
+    validator,
+)
 
 PARAM = "response_format.json_schema.schema"
 PERSON = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from asgi_llm.engines.reasoning import ReasoningSplitter, Split
+from asgi_llm.engines.decoding.reasoning import ReasoningSplitter, Split
 
 
 def run(splitter: ReasoningSplitter, pieces: list[str]) -> tuple[list[Split], Split]:
@@ -115,7 +115,7 @@ def test_in_block_covers_reasoning_and_the_whitespace_after_it() -> None:
 
 def test_tool_call_detection_leaves_reasoning_alone() -> None:
     from asgi_llm.core.events import Finish, ReasoningDelta, TextDelta, ToolCallStart, Usage
-    from asgi_llm.engines.tool_detect import detected_calls
+    from asgi_llm.engines.decoding.tool_detect import detected_calls
 
     events = [
         ReasoningDelta('<tool_call>{"name": "f", "arguments": {}}</tool_call>'),

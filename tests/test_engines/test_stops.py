@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from asgi_llm.engines.stops import StopMatcher
+from asgi_llm.engines.decoding.stops import StopMatcher
 
 
 def feed_all(matcher: StopMatcher, pieces: list[str]) -> list[str]:

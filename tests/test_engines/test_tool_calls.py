@@ -22,7 +22,13 @@ from asgi_llm.core import (
     Unsupported,
     Usage,
 )
-from asgi_llm.engines.tool_calls import MAX_PARALLEL_CALLS, JsonValues, forced_calls, plan_calls, with_tools_note
+from asgi_llm.engines.decoding.tool_calls import (
+    MAX_PARALLEL_CALLS,
+    JsonValues,
+    forced_calls,
+    plan_calls,
+    with_tools_note,
+)
 
 WEATHER = ToolSpec(
     "get_weather",

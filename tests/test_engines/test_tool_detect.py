@@ -10,9 +10,9 @@ import pytest
 from llama_cpp.llama_grammar import json_schema_to_gbnf
 
 from asgi_llm.core import Finish, TextDelta, TokenLogprob, ToolCallDelta, ToolCallEnd, ToolCallStart, ToolSpec, Usage
-from asgi_llm.engines.grammar import validator
-from asgi_llm.engines.tool_calls import plan_calls
-from asgi_llm.engines.tool_detect import Call, CallDetector, detected_calls, json_end, trigger_grammar
+from asgi_llm.engines.decoding.grammar import validator
+from asgi_llm.engines.decoding.tool_calls import plan_calls
+from asgi_llm.engines.decoding.tool_detect import Call, CallDetector, detected_calls, json_end, trigger_grammar
 
 CHECKS = {
     "get_weather": validator({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),

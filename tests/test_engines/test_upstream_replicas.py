@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from asgi_llm.engines.upstream_replicas import NoReplica, ReplicaSet
+from asgi_llm.engines.upstream.replicas import NoReplica, ReplicaSet
 
 
 class Clock:

@@ -31,9 +31,9 @@ from asgi_llm.core import (
     Unavailable,
     Usage,
 )
-from asgi_llm.engines.upstream_errors import error_from_body, error_from_response, retry_after, retryable
-from asgi_llm.engines.upstream_stream import ChunkTranslator, SSEDecoder
-from asgi_llm.engines.upstream_wire import (
+from asgi_llm.engines.upstream.errors import error_from_body, error_from_response, retry_after, retryable
+from asgi_llm.engines.upstream.stream import ChunkTranslator, SSEDecoder
+from asgi_llm.engines.upstream.wire import (
     UpstreamModel,
     chat_body,
     chat_from_completion,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import importlib
 import os
@@ -29,7 +28,6 @@ from asgi_llm.middleware import (
 )
 
 pytestmark = pytest.mark.anyio
-ROOT = Path(__file__).resolve().parents[2]
 KEYS = (ApiKeyConfig(name="team", key=SecretStr("sk-compose-1")),)
 
 
@@ -212,20 +210,3 @@ def test_the_middleware_package_exports_exactly_its_public_names() -> None:
     public = {n for n, v in vars(module).items() if not n.startswith("_") and not isinstance(v, type(os))}
     public.discard("annotations")
     assert set(module.__all__) == public
-
-
-def test_middleware_imports_only_the_core_and_the_low_level_helpers() -> None:
-    allowed = (
-        "asgi_llm.core",
-        "asgi_llm.adapters.base",
-        "asgi_llm.asgi",
-        "asgi_llm.routing",
-        "asgi_llm.sqlite",
-        "asgi_llm.middleware",
-    )
-    for path in sorted((ROOT / "asgi_llm" / "middleware").glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("asgi_llm"):
-                assert (node.module or "").startswith(allowed), f"{path.name} imports {node.module}"
-            if isinstance(node, ast.ImportFrom) and node.level > 1:
-                pytest.fail(f"{path.name} reaches above the package with a relative import")

@@ -9,7 +9,7 @@ import pytest
 from pydantic import SecretStr
 
 from asgi_llm import ApiKeyConfig, LLMApp
-from asgi_llm.state import MemoryStore, owned_by
+from asgi_llm.storage.state import MemoryStore, owned_by
 
 pytestmark = pytest.mark.anyio
 
@@ -82,3 +82,46 @@ async def test_an_owned_view_keeps_owners_apart_and_no_owner_sees_the_whole_stor
     assert await everyone.get("resp_1") is None and everyone is shared
     assert await owned_by(shared, "ali").get("ce:resp_1") is None  # no prefix spells another owner's
     assert await bob.delete("resp_1") and await alice.get("resp_1") == {"who": "alice"}
+
+
+_ENVELOPE_MESSAGE = {  # the message of a 400 in each protocol's own error envelope
+    "/chat/completions": lambda body: body["error"]["message"],
+    "/responses": lambda body: body["error"]["message"],
+    "/messages": lambda body: body["type"] == "error" and body["error"]["message"],
+    "/api/chat": lambda body: body["error"],
+}
+_BAD_BODIES = [
+    ("nests deeper than 128", b'{"model": "fake", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
+    ("nests deeper than 128", b'{"model": "fake", "x": ' + b'{"a":' * 100_000 + b"1" + b"}" * 100_000 + b"}"),
+    ("lone UTF-16 surrogate", b'{"model": "fake", "x": "\\ud800"}'),
+    ("not valid JSON", b'{"model": "fake",'),
+]
+
+
+@pytest.mark.parametrize("path", sorted(_ENVELOPE_MESSAGE))
+@pytest.mark.parametrize("key", [ALICE, NARROW], ids=["any-model key", "allow-listed key"])
+async def test_a_bad_body_is_the_same_400_whichever_key_sends_it(kit: Any, path: str, key: str) -> None:
+    """A key with a model allow-list has its body read before the app: by the same decoder."""
+    llm = keyed_app(kit)
+    headers = bearer(key) + (ANTHROPIC if path == "/messages" else [])
+    async with kit.running(llm):
+        for expected, body in _BAD_BODIES:
+            reply = await kit.drive(llm, "POST", path, body=body, headers=headers)
+            assert reply.status == 400, (expected, reply.body[:300])
+            assert expected in _ENVELOPE_MESSAGE[path](reply.json())
+
+
+async def test_an_allow_listed_keys_body_is_decoded_once(kit: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from asgi_llm.http import body as body_module
+
+    calls: list[bytes] = []
+    decode = body_module.decode_json
+    monkeypatch.setattr(body_module, "decode_json", lambda raw: calls.append(raw) or decode(raw))
+    llm = keyed_app(kit)
+    request = {"model": "default", "max_tokens": 2, "messages": [{"role": "user", "content": "Hi"}]}
+    async with kit.running(llm):
+        narrow = await kit.drive(llm, "POST", "/chat/completions", json=request, headers=bearer(NARROW))
+        refused = await kit.drive(llm, "POST", "/chat/completions", json={**request, "model": "other"}, headers=bearer(NARROW))
+    assert narrow.status == 200 and narrow.json()["object"] == "chat.completion"
+    assert refused.status == 403 and refused.json()["error"]["param"] == "model"
+    assert len(calls) == 2  # one per request: auth's look ahead, which the endpoint then reuses

@@ -23,12 +23,12 @@ from ...core.events import (
 from ...core.requests import ChatRequest, EmbeddingRequest, GenerationRequest, SamplingParams
 from ..batching import END, Job, Scheduler, Ticket
 from ..chat_template import CHATML, ChatTemplate
-from ..constraints import LazyCalls, constraint_for, offers_tools
+from ..decoding.constraints import LazyCalls, constraint_for, offers_tools
 from ..inference_thread import Channel, InferenceThread
-from ..reasoning import ReasoningSplitter
-from ..stops import StopMatcher
-from ..tool_calls import with_tools_note
-from ..tool_detect import MARKERS
+from ..decoding.reasoning import ReasoningSplitter
+from ..decoding.stops import StopMatcher
+from ..decoding.tool_calls import with_tools_note
+from ..decoding.tool_detect import MARKERS
 from .embedding import Embedder
 from .native import Decoder, Model, backend_info, new_context
 from .sampling import Sampling, checked_grammar, logprob

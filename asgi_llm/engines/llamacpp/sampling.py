@@ -20,9 +20,9 @@ from llama_cpp.llama_grammar import json_schema_to_gbnf
 from ...core.errors import InternalError, Unsupported
 from ...core.events import TokenLogprob, TopLogprob
 from ...core.requests import SamplingParams
-from ..constraints import LazyCalls
-from ..grammar import Schema, harden
-from ..tool_detect import CallDetector, trigger_grammar
+from ..decoding.constraints import LazyCalls
+from ..decoding.grammar import Schema, harden
+from ..decoding.tool_detect import CallDetector, trigger_grammar
 from .native import Model
 
 __all__ = ["Sampling", "checked_grammar", "logprob"]

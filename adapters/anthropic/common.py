@@ -1,0 +1,50 @@
+"""What Anthropic's endpoints share: the error envelope and named SSE events."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal, TypedDict
+
+from asgi_llm.core import LLMError
+
+from ..base import Reply
+
+__all__ = ["ErrorBody", "render_error", "sse"]
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    503: "overloaded_error",  # Anthropic answers 529; we keep the standard status
+}
+
+
+class ErrorDetail(TypedDict):
+    type: str
+    message: str
+
+
+class ErrorBody(TypedDict):
+    type: Literal["error"]
+    error: ErrorDetail
+
+
+def render_error(error: LLMError) -> Reply:
+    """Anthropic's envelope has no `param`; like Anthropic's own messages, ours lead with it."""
+    fallback = "invalid_request_error" if error.status < 500 else "api_error"
+    message = error.message
+    if error.param and f"'{error.param}'" not in message:
+        message = f"{error.param}: {message}"
+    body: ErrorBody = {"type": "error", "error": {"type": _ERROR_TYPES.get(error.status, fallback), "message": message}}
+    return error.status, body
+
+
+def sse(payload: dict[str, Any] | ErrorBody) -> bytes:
+    """One named event; the name repeats the payload's `type`, as Anthropic's streams do."""
+    data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    return f"event: {payload['type']}\ndata: {data}\n\n".encode()

@@ -1,0 +1,293 @@
+"""Anthropic Messages: `POST /messages` and `POST /messages/count_tokens`, the way in.
+
+Content blocks arrive as one flat model checked per block type, so an error names a
+single param (`messages[1].content[0].text`). Replies leave through `anthropic_stream`,
+whose one block state machine both streams and folds the non-stream reply.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from asgi_llm.core import (
+    ChatRequest,
+    GenerationEvent,
+    InvalidRequest,
+    Message,
+    OutputFormat,
+    SamplingParams,
+    ToolCall,
+    ToolChoice,
+    ToolSpec,
+    Unsupported,
+)
+
+from .stream import MessageStream, fold_message
+from ..base import CountRoute, GenerateRoute, Meta, Parsed, Route, validate
+from ..json_output import json_schema
+
+__all__ = [
+    "ROUTES",
+    "parse",
+    "parse_count",
+    "render",
+    "render_count",
+]
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+class Block(_Wire):
+    """Any content block; `_REQUIRED` names the fields each known type must carry."""
+
+    type: str
+    text: str | None = None
+    id: str | None = None
+    name: str | None = None
+    input: dict[str, Any] | None = None
+    tool_use_id: str | None = None
+    content: list[Block] | str | None = None
+    is_error: bool | None = None
+    thinking: str | None = None
+
+
+class WireMessage(_Wire):
+    role: Literal["user", "assistant"]
+    content: list[Block] | str
+
+
+class WireTool(_Wire):
+    name: Annotated[str, Field(min_length=1)]
+    description: str | None = None
+    input_schema: dict[str, Any] | None = None
+    type: str | None = None
+
+
+class WireToolChoice(_Wire):
+    type: Literal["auto", "any", "tool", "none"]
+    name: str | None = None
+    disable_parallel_tool_use: bool | None = None
+
+
+class WireThinking(_Wire):
+    type: Literal["enabled", "disabled", "adaptive"]
+    budget_tokens: Annotated[int, Field(ge=1024)] | None = None
+
+
+class WireOutputFormat(_Wire):
+    type: Literal["json_schema"]
+    schema_: dict[str, Any] = Field(alias="schema")
+
+
+class WireOutputConfig(_Wire):
+    format: WireOutputFormat | None = None
+
+
+class WireMetadata(_Wire):
+    user_id: str | None = None
+
+
+class CountBody(_Wire):
+    """What `count_tokens` reads; a message request adds the generation controls."""
+
+    model: str
+    messages: Annotated[list[WireMessage], Field(min_length=1)]
+    system: list[Block] | str | None = None
+    tools: list[WireTool] | None = None
+    tool_choice: WireToolChoice | None = None
+    thinking: WireThinking | None = None
+    output_config: WireOutputConfig | None = None
+    output_format: WireOutputFormat | None = None  # the structured-outputs beta's spelling
+
+
+class MessagesBody(CountBody):
+    max_tokens: Annotated[int, Field(ge=1)]
+    stop_sequences: list[str] | None = None
+    temperature: Annotated[float, Field(ge=0, le=1)] | None = None
+    top_p: Annotated[float, Field(gt=0, le=1)] | None = None
+    top_k: Annotated[int, Field(ge=0)] | None = None
+    metadata: WireMetadata | None = None
+    stream: bool | None = None
+
+
+_REQUIRED: dict[str, tuple[str, ...]] = {
+    "text": ("text",),
+    "tool_use": ("id", "name", "input"),
+    "tool_result": ("tool_use_id",),
+    "thinking": ("thinking",),
+    "redacted_thinking": (),
+}
+_ALLOWED = {"user": ("text", "tool_result"), "assistant": ("text", "tool_use", "thinking", "redacted_thinking")}
+_TOOL_CHOICES: dict[str, ToolChoice] = {"auto": "auto", "any": "required", "none": "none"}
+
+
+def parse(body: Any) -> Parsed[ChatRequest]:
+    wire = validate(MessagesBody, body)
+    sampling = SamplingParams(
+        max_tokens=wire.max_tokens,
+        temperature=1.0 if wire.temperature is None else wire.temperature,
+        top_p=1.0 if wire.top_p is None else wire.top_p,
+        top_k=wire.top_k or 0,
+        stop=tuple(wire.stop_sequences or ()),
+    )
+    user = wire.metadata.user_id if wire.metadata else None
+    return Parsed(_request(wire, sampling, user), stream=bool(wire.stream))
+
+
+def parse_count(body: Any) -> Parsed[ChatRequest]:
+    return Parsed(_request(validate(CountBody, body), SamplingParams(), None))
+
+
+def _request(wire: CountBody, sampling: SamplingParams, user: str | None) -> ChatRequest:
+    _refuse_unsupported(wire)
+    _check_thinking(wire.thinking, sampling.max_tokens)
+    tools = tuple(_tool(tool, i) for i, tool in enumerate(wire.tools or ()))
+    choice, parallel = _tool_choice(wire.tool_choice, tools)
+    turns = [m for i, turn in enumerate(wire.messages) for m in _turn(turn, i)]
+    return ChatRequest(
+        model=wire.model,
+        messages=(*_system(wire.system), *turns),
+        sampling=replace(sampling, output_format=_output_format(wire)),
+        user=user,
+        tools=tools,
+        tool_choice=choice,
+        parallel_tool_calls=parallel,
+    )
+
+
+def _refuse_unsupported(wire: CountBody) -> None:
+    """Never ignore what a client relies on: say it is unsupported, naming the param."""
+    extra = wire.model_extra or {}
+    if extra.get("mcp_servers"):
+        raise Unsupported("MCP servers are not supported by this server.", param="mcp_servers")
+
+
+def _output_format(wire: CountBody) -> OutputFormat | None:
+    """JSON output under a schema: `output_config.format`, or the beta's `output_format`."""
+    if wire.output_config is not None and wire.output_config.format is not None:
+        if wire.output_format is not None:
+            raise InvalidRequest("Give 'output_config.format' or 'output_format', not both.", param="output_format")
+        return json_schema(wire.output_config.format.schema_, "output_config.format.schema")
+    if wire.output_format is not None:
+        return json_schema(wire.output_format.schema_, "output_format.schema")
+    return None
+
+
+def _check_thinking(thinking: WireThinking | None, max_tokens: int | None) -> None:
+    """Nothing in the core maps thinking yet; Anthropic's rules still hold, so clients learn early."""
+    if thinking is None or thinking.type != "enabled":
+        return
+    param = "thinking.budget_tokens"
+    if thinking.budget_tokens is None:
+        raise InvalidRequest(f"Missing required parameter: '{param}'.", param=param)
+    if max_tokens is not None and thinking.budget_tokens >= max_tokens:
+        raise InvalidRequest(f"'{param}' must be less than 'max_tokens'.", param=param)
+
+
+def _tool(tool: WireTool, index: int) -> ToolSpec:
+    if tool.type not in (None, "custom"):
+        param = f"tools[{index}].type"
+        raise Unsupported(f"Server tool '{tool.type}' is not supported; define custom tools.", param=param)
+    if tool.input_schema is None:
+        param = f"tools[{index}].input_schema"
+        raise InvalidRequest(f"Missing required parameter: '{param}'.", param=param)
+    return ToolSpec(name=tool.name, description=tool.description, parameters=tool.input_schema)
+
+
+def _tool_choice(choice: WireToolChoice | None, tools: Sequence[ToolSpec]) -> tuple[ToolChoice, bool]:
+    if choice is None:
+        return "auto", True
+    parallel = not choice.disable_parallel_tool_use
+    if choice.type != "tool":
+        return _TOOL_CHOICES[choice.type], parallel
+    if choice.name is None or choice.name not in {t.name for t in tools}:
+        raise InvalidRequest("'tool_choice.name' must name one of the request's tools.", param="tool_choice.name")
+    return choice.name, parallel
+
+
+def _system(system: list[Block] | str | None) -> tuple[Message, ...]:
+    if isinstance(system, list):
+        for i, block in enumerate(system):
+            _check(block, f"system[{i}]", ("text",), "system prompt")
+        system = "\n".join(block.text or "" for block in system)
+    return (Message(role="system", content=system),) if system else ()
+
+
+def _turn(turn: WireMessage, index: int) -> list[Message]:
+    if isinstance(turn.content, str):
+        return [Message(role=turn.role, content=turn.content)]
+    for j, block in enumerate(turn.content):
+        _check(block, f"messages[{index}].content[{j}]", _ALLOWED[turn.role], f"{turn.role} turn")
+    return [_assistant(turn.content)] if turn.role == "assistant" else _user(turn.content, index)
+
+
+def _check(block: Block, param: str, allowed: Sequence[str], where: str) -> None:
+    if block.type not in allowed:
+        if block.type in _REQUIRED:
+            raise InvalidRequest(f"A '{block.type}' block cannot appear in a {where}.", param=f"{param}.type")
+        raise Unsupported(
+            f"Content block type '{block.type}' is not supported; this model reads text only.", param=f"{param}.type"
+        )
+    for field in _REQUIRED[block.type]:
+        if getattr(block, field) is None:
+            raise InvalidRequest(f"Missing required parameter: '{param}.{field}'.", param=f"{param}.{field}")
+
+
+def _assistant(blocks: Sequence[Block]) -> Message:
+    thinking = [b.thinking or "" for b in blocks if b.type == "thinking"]
+    return Message(
+        role="assistant",
+        content="\n".join(b.text or "" for b in blocks if b.type == "text"),
+        tool_calls=tuple(
+            ToolCall(b.id or "", b.name or "", json.dumps(b.input or {}, ensure_ascii=False))
+            for b in blocks
+            if b.type == "tool_use"
+        ),
+        reasoning="\n".join(thinking) if thinking else None,
+    )
+
+
+def _user(blocks: Sequence[Block], index: int) -> list[Message]:
+    """Tool results become tool turns, in order, ahead of the user's own text."""
+    results = [
+        Message(role="tool", content=_result(b, f"messages[{index}].content[{j}]"), tool_call_id=b.tool_use_id)
+        for j, b in enumerate(blocks)
+        if b.type == "tool_result"
+    ]
+    texts = [b.text or "" for b in blocks if b.type == "text"]
+    if texts or not results:
+        results.append(Message(role="user", content="\n".join(texts)))
+    return results
+
+
+def _result(block: Block, param: str) -> str:
+    content = block.content or ""
+    if isinstance(content, list):
+        for k, part in enumerate(content):
+            _check(part, f"{param}.content[{k}]", ("text",), "tool result")
+        content = "\n".join(part.text or "" for part in content)
+    return f"Error: {content}" if block.is_error else content
+
+
+# -- rendering -------------------------------------------------------------------------------------------
+
+
+def render(parsed: Parsed[ChatRequest], meta: Meta, events: Sequence[GenerationEvent]) -> dict[str, Any]:
+    return fold_message(meta, events)
+
+
+def render_count(parsed: Parsed[ChatRequest], count: int) -> dict[str, int]:
+    return {"input_tokens": count}
+
+
+ROUTES: tuple[Route, ...] = (
+    GenerateRoute(path="/messages", parse=parse, render=render, encoder=MessageStream),
+    CountRoute(path="/messages/count_tokens", parse=parse_count, render=render_count),
+)

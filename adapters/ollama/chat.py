@@ -1,0 +1,124 @@
+"""Ollama chat: `POST /api/chat`, streamed as NDJSON unless `"stream": false`."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from asgi_llm.core import ChatRequest, GenerationEvent, Message, ToolCall, ToolSpec, Unsupported
+
+from ..base import GenerateRoute, Meta, Parsed, validate
+from .common import Clock, GenerateFields, Wire, keep_alive_seconds, model_name, sampling
+from .stream import Delta, NdjsonStream, render_reply
+
+__all__ = ["parse", "render", "fields", "ChatStream", "ROUTE"]
+
+
+class WireFunctionCall(Wire):
+    name: str
+    arguments: dict[str, Any]
+
+
+class WireToolCall(Wire):
+    function: WireFunctionCall
+
+
+class WireMessage(Wire):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None
+    thinking: str | None = None
+    images: list[str] | None = None
+    tool_calls: list[WireToolCall] | None = None
+    tool_name: str | None = None
+    tool_call_id: str | None = None
+
+
+class WireFunction(Wire):
+    name: Annotated[str, Field(min_length=1)]
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
+class WireTool(Wire):
+    type: Literal["function"] = "function"
+    function: WireFunction
+
+
+class ChatBody(GenerateFields):
+    messages: list[WireMessage] | None = None
+    tools: list[WireTool] | None = None
+
+
+def parse(body: Any) -> Parsed[ChatRequest]:
+    wire = validate(ChatBody, body)
+    request = ChatRequest(
+        model=model_name(wire.model),
+        messages=_messages(wire.messages or []),
+        sampling=sampling(wire.options, logprobs=wire.logprobs, top_logprobs=wire.top_logprobs, fmt=wire.format),
+        tools=tuple(ToolSpec(t.function.name, t.function.description, t.function.parameters or {}) for t in wire.tools or ()),
+    )
+    # No messages is Ollama's "load the model" call (with `keep_alive: 0`, "unload" it).
+    keep_alive = keep_alive_seconds(wire.keep_alive)
+    return Parsed(request, stream=wire.stream, keep_alive=keep_alive, load_only=not wire.messages)
+
+
+def _messages(wire: Sequence[WireMessage]) -> tuple[Message, ...]:
+    """Ollama's calls carry no ids: give each one, and link a tool result to the call it answers."""
+    unanswered: list[ToolCall] = []
+    out = []
+    for i, m in enumerate(wire):
+        if m.images:
+            raise Unsupported("Images are not supported; this model reads text only.", param=f"messages[{i}].images")
+        calls = tuple(
+            ToolCall(f"call_{i}_{j}", c.function.name, json.dumps(c.function.arguments, ensure_ascii=False))
+            for j, c in enumerate(m.tool_calls or ())
+        )
+        if m.role == "assistant":
+            unanswered = list(calls)
+        is_tool = m.role == "tool"
+        out.append(
+            Message(
+                role=m.role,
+                content=m.content or "",
+                name=m.tool_name if is_tool else None,
+                tool_calls=calls,
+                tool_call_id=(m.tool_call_id or _answer(unanswered, m.tool_name)) if is_tool else None,
+                reasoning=m.thinking or None,
+            )
+        )
+    return tuple(out)
+
+
+def _answer(unanswered: list[ToolCall], name: str | None) -> str | None:
+    """The id of the earliest unanswered call to `name` (to any, if the result names none)."""
+    for k, call in enumerate(unanswered):
+        if name is None or call.name == name:
+            return unanswered.pop(k).id
+    return None
+
+
+def fields(delta: Delta) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": delta.content}
+    if delta.thinking:
+        message["thinking"] = delta.thinking
+    if delta.tool_calls:
+        message["tool_calls"] = list(delta.tool_calls)
+    return {"message": message}
+
+
+def render(
+    parsed: Parsed[ChatRequest], meta: Meta, events: Sequence[GenerationEvent], now_ns: Clock = time.time_ns
+) -> dict[str, Any]:
+    return render_reply(parsed, meta, events, fields, now_ns)
+
+
+class ChatStream(NdjsonStream):
+    def fields(self, delta: Delta) -> dict[str, Any]:
+        return fields(delta)
+
+
+ROUTE = GenerateRoute(path="/api/chat", parse=parse, render=render, encoder=ChatStream)

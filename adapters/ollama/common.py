@@ -1,0 +1,172 @@
+"""What Ollama's endpoints share: wire options, model names, NDJSON framing, timestamps, errors."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Annotated, Any, TypedDict
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from asgi_llm.core import FinishReason, InvalidRequest, LLMError, OutputFormat, SamplingParams
+
+from ..base import Meta, Reply
+from ..json_output import json_object, json_schema
+
+__all__ = [
+    "Wire",
+    "WireOptions",
+    "GenerateFields",
+    "Durations",
+    "render_error",
+    "ndjson",
+    "model_name",
+    "rfc3339",
+    "sampling",
+    "output_format",
+    "keep_alive_seconds",
+    "estimated_durations",
+    "done_reason",
+    "NDJSON",
+    "Clock",
+]
+
+NDJSON = "application/x-ndjson"
+Clock = Callable[[], int]
+
+
+class Wire(BaseModel):
+    """Tolerant of unknown fields (visible in `model_extra`), strict about the types of known ones."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+class WireOptions(Wire):
+    """Ollama's runtime `options`; keys we cannot honour, like Ollama's unknown keys, are ignored."""
+
+    num_ctx: int | None = None
+    num_predict: Annotated[int, Field(ge=-2)] | None = None
+    temperature: Annotated[float, Field(ge=0)] | None = None
+    top_k: Annotated[int, Field(ge=0)] | None = None
+    top_p: Annotated[float, Field(ge=0, le=1)] | None = None
+    min_p: Annotated[float, Field(ge=0, le=1)] | None = None
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    repeat_penalty: Annotated[float, Field(gt=0)] | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+
+
+class GenerateFields(Wire):
+    """The fields `/api/chat` and `/api/generate` share."""
+
+    model: Annotated[str, Field(min_length=1)]
+    format: str | dict[str, Any] | None = None
+    options: WireOptions | None = None
+    stream: bool = True
+    keep_alive: float | str | None = None
+    think: bool | str | None = None
+    logprobs: bool | None = None
+    top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
+
+
+class Durations(TypedDict):
+    total_duration: int
+    load_duration: int
+    prompt_eval_duration: int
+    eval_duration: int
+
+
+def render_error(error: LLMError) -> Reply:
+    return error.status, {"error": error.message}
+
+
+def ndjson(payload: Any) -> bytes:
+    """One line of newline-delimited JSON; compact, and never a raw newline inside."""
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+def model_name(name: str) -> str:
+    """Ollama clients add the default tag; our catalog names models without it."""
+    return name.removesuffix(":latest")
+
+
+def rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# Ollama's defaults (its Modelfile parameter docs), not OpenAI's: clients of this protocol expect them.
+_DEFAULTS = SamplingParams(temperature=0.8, top_k=40, top_p=0.9, repeat_penalty=1.1)
+
+
+def sampling(
+    options: WireOptions | None,
+    *,
+    logprobs: bool | None,
+    top_logprobs: int | None,
+    fmt: str | dict[str, Any] | None = None,
+) -> SamplingParams:
+    if top_logprobs and not logprobs:
+        raise InvalidRequest("'top_logprobs' requires 'logprobs' to be true.", param="top_logprobs")
+    o = options or WireOptions()
+    predict = o.num_predict
+    stop = o.stop
+    return SamplingParams(
+        max_tokens=predict if predict is not None and predict >= 0 else None,
+        temperature=_DEFAULTS.temperature if o.temperature is None else o.temperature,
+        top_p=_DEFAULTS.top_p if o.top_p is None else o.top_p,
+        top_k=_DEFAULTS.top_k if o.top_k is None else o.top_k,
+        min_p=o.min_p or 0.0,
+        stop=(stop,) if isinstance(stop, str) else tuple(stop or ()),
+        seed=o.seed if o.seed is not None and o.seed >= 0 else None,
+        presence_penalty=o.presence_penalty or 0.0,
+        frequency_penalty=o.frequency_penalty or 0.0,
+        repeat_penalty=_DEFAULTS.repeat_penalty if o.repeat_penalty is None else o.repeat_penalty,
+        logprobs=bool(logprobs),
+        top_logprobs=(top_logprobs or 0) if logprobs else 0,
+        output_format=output_format(fmt),
+    )
+
+
+def output_format(fmt: str | dict[str, Any] | None) -> OutputFormat | None:
+    """`"json"` (any JSON object, as Ollama's own grammar has it) or a JSON schema; empty means none."""
+    if not fmt:
+        return None
+    if fmt == "json":
+        return json_object("format")
+    if isinstance(fmt, str):
+        raise InvalidRequest(f'Invalid format {fmt!r}: use "json" or a JSON schema object.', param="format")
+    return json_schema(fmt, "format")
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def keep_alive_seconds(value: float | str | None) -> float | None:
+    """A number of seconds, or a Go duration string like `"5m"`, `"1h30m"` or `"-1"`; negative = forever."""
+    if value is None or isinstance(value, float):
+        return value
+    text = value.strip()
+    sign = -1.0 if text.startswith("-") else 1.0
+    body = text.lstrip("+-")
+    try:
+        return sign * float(body)
+    except ValueError:
+        pass
+    parts = _DURATION.findall(body)
+    if not body or "".join(number + unit for number, unit in parts) != body:
+        raise InvalidRequest(f"Invalid duration for 'keep_alive': {value!r}.", param="keep_alive")
+    return sign * sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+
+
+def estimated_durations(meta: Meta, now_ns: Clock) -> Durations:
+    """Durations for a whole-body reply, from what `Meta` knows (whole seconds at the start)."""
+    total = max(0, now_ns() - meta.created * 1_000_000_000)
+    return {"total_duration": total, "load_duration": 0, "prompt_eval_duration": 0, "eval_duration": total}
+
+
+def done_reason(reason: FinishReason | None) -> str:
+    return "length" if reason == "length" else "stop"

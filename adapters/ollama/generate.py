@@ -1,0 +1,76 @@
+"""Ollama completion: `POST /api/generate`; the model's chat template applies unless `"raw": true`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from asgi_llm.core import ChatRequest, CompletionRequest, GenerationEvent, GenerationRequest, Message, Unsupported
+
+from ..base import GenerateRoute, Meta, Parsed, validate
+from .common import Clock, GenerateFields, keep_alive_seconds, model_name, sampling
+from .stream import Delta, NdjsonStream, render_reply
+
+__all__ = ["parse", "render", "fields", "GenerateStream", "ROUTE"]
+
+
+class GenerateBody(GenerateFields):
+    prompt: str | None = None
+    suffix: str | None = None
+    system: str | None = None
+    template: str | None = None
+    context: list[int] | None = None
+    raw: bool = False
+    images: list[str] | None = None
+
+
+def parse(body: Any) -> Parsed[GenerationRequest]:
+    wire = validate(GenerateBody, body)
+    _refuse_unsupported(wire)
+    params = sampling(wire.options, logprobs=wire.logprobs, top_logprobs=wire.top_logprobs, fmt=wire.format)
+    model = model_name(wire.model)
+    keep_alive = keep_alive_seconds(wire.keep_alive)
+    request: GenerationRequest
+    if not wire.prompt:  # Ollama's "load the model" call (with `keep_alive: 0`, "unload" it)
+        request = ChatRequest(model=model, messages=(), sampling=params)
+        return Parsed(request, stream=wire.stream, keep_alive=keep_alive, load_only=True)
+    if wire.raw:  # the prompt is already templated; like Ollama, `system` has no place in it
+        request = CompletionRequest(model=model, prompts=(wire.prompt,), sampling=params)
+    else:
+        system = (Message(role="system", content=wire.system),) if wire.system else ()
+        request = ChatRequest(model=model, messages=(*system, Message(role="user", content=wire.prompt)), sampling=params)
+    return Parsed(request, stream=wire.stream, keep_alive=keep_alive)
+
+
+def _refuse_unsupported(wire: GenerateBody) -> None:
+    """Never ignore what a client relies on: say it is unsupported, naming the param."""
+    if wire.images:
+        raise Unsupported("Images are not supported; this model reads text only.", param="images")
+    if wire.suffix:
+        raise Unsupported("'suffix' (insertion) is not supported.", param="suffix")
+    if wire.template:
+        raise Unsupported("A custom 'template' is not supported; use 'raw' with a templated prompt.", param="template")
+    if wire.context:
+        raise Unsupported("'context' (deprecated) is not supported; send the conversation to /api/chat.", param="context")
+
+
+def fields(delta: Delta) -> dict[str, Any]:
+    body: dict[str, Any] = {"response": delta.content}
+    if delta.thinking:
+        body["thinking"] = delta.thinking
+    return body
+
+
+def render(
+    parsed: Parsed[GenerationRequest], meta: Meta, events: Sequence[GenerationEvent], now_ns: Clock = time.time_ns
+) -> dict[str, Any]:
+    return render_reply(parsed, meta, events, fields, now_ns)
+
+
+class GenerateStream(NdjsonStream):
+    def fields(self, delta: Delta) -> dict[str, Any]:
+        return fields(delta)
+
+
+ROUTE = GenerateRoute(path="/api/generate", parse=parse, render=render, encoder=GenerateStream)

@@ -1,0 +1,22 @@
+"""The OpenAI protocol family, assembled: chat, completions, embeddings, models, responses."""
+
+from __future__ import annotations
+
+from ..base import Adapter
+from . import chat, completions, embeddings, models
+from .common import render_error
+from .responses import routes as responses
+
+__all__ = ["OPENAI"]
+
+OPENAI = Adapter(
+    name="openai",
+    routes=(
+        chat.ROUTE,
+        completions.ROUTE,
+        embeddings.ROUTE,
+        *models.ROUTES,
+        *responses.ROUTES,
+    ),
+    render_error=render_error,
+)

@@ -1,0 +1,314 @@
+"""OpenAI Chat Completions: `POST /chat/completions`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from asgi_llm.core import (
+    ChatRequest,
+    Finish,
+    GenerationEvent,
+    InvalidRequest,
+    LLMError,
+    Message,
+    OutputFormat,
+    ReasoningDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolChoice,
+    ToolSpec,
+    TextDelta,
+    Unsupported,
+    total_usage,
+)
+
+from ..base import GenerateRoute, Meta, Parsed, validate
+from ..json_output import json_object, json_schema
+from .common import SSE_DONE, SamplingBody, Wire, chat_logprobs, render_error, sampling_params, sse, usage_dict
+
+__all__ = ["parse", "render", "ChatStream", "ROUTE"]
+
+
+class ContentPart(Wire):
+    type: str
+    text: str | None = None
+
+
+class WireFunctionCall(Wire):
+    name: str
+    arguments: str
+
+
+class WireToolCall(Wire):
+    id: str
+    type: Literal["function"] = "function"
+    function: WireFunctionCall
+
+
+class WireMessage(Wire):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[ContentPart] | None = None
+    name: str | None = None
+    tool_calls: list[WireToolCall] | None = None
+    tool_call_id: str | None = None
+
+
+class WireFunction(Wire):
+    name: Annotated[str, Field(min_length=1, max_length=64)]
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class WireTool(Wire):
+    type: Literal["function"]
+    function: WireFunction
+
+
+class NamedFunction(Wire):
+    name: str
+
+
+class NamedToolChoice(Wire):
+    type: Literal["function"]
+    function: NamedFunction
+
+
+class JsonSchemaSpec(Wire):
+    name: Annotated[str, Field(min_length=1, max_length=64)]
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(Wire):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaSpec | None = None
+
+
+class ChatBody(SamplingBody):
+    messages: Annotated[list[WireMessage], Field(min_length=1)]
+    max_tokens: Annotated[int, Field(ge=1)] | None = None
+    max_completion_tokens: Annotated[int, Field(ge=1)] | None = None
+    logprobs: bool | None = None
+    top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
+    tools: list[WireTool] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    response_format: ResponseFormat | None = None
+
+
+@dataclass(frozen=True)
+class ChatOptions:
+    include_usage: bool = False
+
+
+def parse(body: Any) -> Parsed[ChatRequest]:
+    wire = validate(ChatBody, body)
+    _refuse_unsupported(wire)
+    if wire.top_logprobs and not wire.logprobs:
+        raise InvalidRequest("'top_logprobs' requires 'logprobs' to be true.", param="top_logprobs")
+    sampling = sampling_params(
+        wire,
+        max_tokens=wire.max_completion_tokens if wire.max_completion_tokens is not None else wire.max_tokens,
+        logprobs=bool(wire.logprobs),
+        top_logprobs=wire.top_logprobs or 0,
+        output_format=_output_format(wire.response_format),
+    )
+    request = ChatRequest(
+        model=wire.model,
+        messages=tuple(_message(m, i) for i, m in enumerate(wire.messages)),
+        sampling=sampling,
+        n=wire.n or 1,
+        user=wire.user,
+        tools=tuple(ToolSpec(t.function.name, t.function.description, t.function.parameters or {}) for t in wire.tools or ()),
+        tool_choice=_tool_choice(wire),
+        parallel_tool_calls=wire.parallel_tool_calls is not False,
+    )
+    include_usage = bool(wire.stream_options and wire.stream_options.include_usage)
+    return Parsed(request, stream=bool(wire.stream), options=ChatOptions(include_usage))
+
+
+def _tool_choice(wire: ChatBody) -> ToolChoice:
+    choice = wire.tool_choice
+    if isinstance(choice, NamedToolChoice):
+        if choice.function.name not in {t.function.name for t in wire.tools or ()}:
+            raise InvalidRequest(f"tool_choice names '{choice.function.name}', which is not in 'tools'.", param="tool_choice")
+        return choice.function.name
+    if choice == "required" and not wire.tools:
+        raise InvalidRequest("tool_choice 'required' needs at least one tool.", param="tool_choice")
+    return choice or "auto"
+
+
+def _output_format(fmt: ResponseFormat | None) -> OutputFormat | None:
+    if fmt is None or fmt.type == "text":
+        return None
+    if fmt.type == "json_object":
+        return json_object("response_format")
+    spec = fmt.json_schema
+    if spec is None:
+        param = "response_format.json_schema"
+        raise InvalidRequest(f"Missing required parameter: '{param}'.", param=param)
+    if spec.schema_ is None:  # no schema: any JSON object
+        return json_object("response_format.json_schema")
+    return json_schema(spec.schema_, "response_format.json_schema.schema", name=spec.name, strict=spec.strict)
+
+
+def _refuse_unsupported(wire: ChatBody) -> None:
+    """Never ignore what a client relies on: say it is unsupported, naming the param."""
+    extra = wire.model_extra or {}
+    if extra.get("audio") or extra.get("modalities") not in (None, ["text"]):
+        raise Unsupported("Only text output is supported.", param="modalities")
+
+
+def _message(message: WireMessage, index: int) -> Message:
+    role = "system" if message.role == "developer" else message.role
+    if message.role == "tool" and message.tool_call_id is None:
+        raise InvalidRequest("A tool message needs the 'tool_call_id' it answers.", param=f"messages[{index}].tool_call_id")
+    calls = tuple(ToolCall(c.id, c.function.name, c.function.arguments) for c in message.tool_calls or ())
+    return Message(
+        role=role,
+        content=_text(message.content, f"messages[{index}].content"),
+        name=message.name,
+        tool_calls=calls,
+        tool_call_id=message.tool_call_id,
+    )
+
+
+def _text(content: str | list[ContentPart] | None, param: str) -> str:
+    if content is None or isinstance(content, str):
+        return content or ""
+    texts = []
+    for j, part in enumerate(content):
+        if part.type not in ("text", "input_text") or part.text is None:
+            raise Unsupported(
+                f"Content part type '{part.type}' is not supported; this model reads text only.",
+                param=f"{param}[{j}].type",
+            )
+        texts.append(part.text)
+    return "".join(texts)
+
+
+def render(parsed: Parsed[ChatRequest], meta: Meta, events: Sequence[GenerationEvent]) -> dict[str, Any]:
+    n = parsed.request.n
+    texts: list[list[str]] = [[] for _ in range(n)]
+    reasoning: list[list[str]] = [[] for _ in range(n)]
+    logprobs: list[list[Any]] = [[] for _ in range(n)]
+    calls: list[dict[int, dict[str, Any]]] = [{} for _ in range(n)]
+    finishes: dict[int, Finish] = {}
+    for event in events:
+        if isinstance(event, TextDelta):
+            texts[event.index].append(event.text)
+            logprobs[event.index].extend(event.logprobs)
+        elif isinstance(event, ReasoningDelta):
+            reasoning[event.index].append(event.text)
+        elif isinstance(event, ToolCallStart):
+            calls[event.index][event.call_index] = _call_out(event.id, event.name, "")
+        elif isinstance(event, ToolCallDelta):
+            calls[event.index][event.call_index]["function"]["arguments"] += event.arguments
+        elif isinstance(event, Finish):
+            finishes[event.index] = event
+    choices = [
+        {
+            "index": i,
+            "message": _message_out("".join(texts[i]), "".join(reasoning[i]), list(calls[i].values())),
+            "logprobs": {"content": chat_logprobs(logprobs[i]), "refusal": None}
+            if parsed.request.sampling.logprobs
+            else None,
+            "finish_reason": finishes[i].reason if i in finishes else "stop",
+        }
+        for i in range(n)
+    ]
+    return {
+        "id": f"chatcmpl-{meta.request_id}",
+        "object": "chat.completion",
+        "created": meta.created,
+        "model": meta.model,
+        "choices": choices,
+        "usage": usage_dict(total_usage(finishes.values())),
+    }
+
+
+def _call_out(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def _message_out(content: str, reasoning: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content or (None if calls else ""), "refusal": None}
+    if calls:
+        message["tool_calls"] = calls
+    if reasoning:
+        message["reasoning_content"] = reasoning  # the de-facto field of llama.cpp and DeepSeek
+    return message
+
+
+class ChatStream:
+    """`chat.completion.chunk` events: role first, then content, a finish chunk per choice."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, parsed: Parsed[ChatRequest], meta: Meta) -> None:
+        self._meta = meta
+        self._logprobs = parsed.request.sampling.logprobs
+        self._include_usage = isinstance(parsed.options, ChatOptions) and parsed.options.include_usage
+        self._opened: set[int] = set()
+        self._finishes: list[Finish] = []
+
+    def _chunk(self, choices: list[dict[str, Any]]) -> dict[str, Any]:
+        chunk: dict[str, Any] = {
+            "id": f"chatcmpl-{self._meta.request_id}",
+            "object": "chat.completion.chunk",
+            "created": self._meta.created,
+            "model": self._meta.model,
+            "choices": choices,
+        }
+        if self._include_usage:
+            chunk["usage"] = None
+        return chunk
+
+    def open(self) -> bytes:
+        return b""
+
+    def event(self, event: GenerationEvent) -> bytes:
+        head = b""
+        if event.index not in self._opened:
+            self._opened.add(event.index)
+            delta = {"role": "assistant", "content": ""}
+            head = sse(self._chunk([{"index": event.index, "delta": delta, "logprobs": None, "finish_reason": None}]))
+        if isinstance(event, TextDelta):
+            logprobs = {"content": chat_logprobs(event.logprobs), "refusal": None} if self._logprobs else None
+            choice = {"index": event.index, "delta": {"content": event.text}, "logprobs": logprobs, "finish_reason": None}
+        elif isinstance(event, ReasoningDelta):
+            choice = {"index": event.index, "delta": {"reasoning_content": event.text}, "logprobs": None, "finish_reason": None}
+        elif isinstance(event, ToolCallStart):
+            call = {"index": event.call_index, **_call_out(event.id, event.name, "")}
+            choice = {"index": event.index, "delta": {"tool_calls": [call]}, "logprobs": None, "finish_reason": None}
+        elif isinstance(event, ToolCallDelta):
+            call = {"index": event.call_index, "function": {"arguments": event.arguments}}
+            choice = {"index": event.index, "delta": {"tool_calls": [call]}, "logprobs": None, "finish_reason": None}
+        elif isinstance(event, ToolCallEnd):
+            return head
+        else:
+            self._finishes.append(event)
+            choice = {"index": event.index, "delta": {}, "logprobs": None, "finish_reason": event.reason}
+        return head + sse(self._chunk([choice]))
+
+    def close(self) -> bytes:
+        tail = b""
+        if self._include_usage:
+            chunk = self._chunk([])
+            chunk["usage"] = usage_dict(total_usage(self._finishes))
+            tail = sse(chunk)
+        return tail + SSE_DONE
+
+    def error(self, error: LLMError) -> bytes:
+        return sse(render_error(error)[1])
+
+
+ROUTE = GenerateRoute(path="/chat/completions", parse=parse, render=render, encoder=ChatStream)

@@ -1,0 +1,165 @@
+"""What OpenAI's endpoints share: the error envelope, SSE framing, usage and logprobs shapes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Annotated, Any, TypedDict
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from asgi_llm.core import InvalidRequest, LLMError, OutputFormat, SamplingParams, TokenLogprob, Usage
+
+from ..base import Reply
+
+__all__ = [
+    "Wire",
+    "StreamOptions",
+    "SamplingBody",
+    "sampling_params",
+    "logit_bias",
+    "ErrorBody",
+    "render_error",
+    "sse",
+    "SSE_DONE",
+    "usage_dict",
+    "chat_logprobs",
+    "stop_list",
+]
+
+SSE_DONE = b"data: [DONE]\n\n"
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "invalid_request_error",
+    405: "invalid_request_error",
+    413: "invalid_request_error",
+    429: "rate_limit_error",
+    503: "server_error",
+}
+
+
+class ErrorDetail(TypedDict):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class ErrorBody(TypedDict):
+    error: ErrorDetail
+
+
+def render_error(error: LLMError) -> Reply:
+    detail: ErrorDetail = {
+        "message": error.message,
+        "type": _ERROR_TYPES.get(error.status, "server_error"),
+        "param": error.param,
+        "code": error.code,
+    }
+    body: ErrorBody = {"error": detail}
+    return error.status, body
+
+
+def sse(payload: Any) -> bytes:
+    """One `data:` event; compact JSON keeps per-token overhead low."""
+    return b"data: " + json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
+
+
+def usage_dict(usage: Usage) -> dict[str, Any]:
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+        "completion_tokens_details": {"reasoning_tokens": 0},
+    }
+
+
+def chat_logprobs(tokens: Sequence[TokenLogprob]) -> list[dict[str, Any]]:
+    return [
+        {
+            "token": t.token,
+            "logprob": t.logprob,
+            "bytes": list(t.bytes),
+            "top_logprobs": [{"token": o.token, "logprob": o.logprob, "bytes": list(o.bytes)} for o in t.top],
+        }
+        for t in tokens
+    ]
+
+
+def stop_list(stop: str | Sequence[str] | None) -> tuple[str, ...]:
+    if stop is None:
+        return ()
+    return (stop,) if isinstance(stop, str) else tuple(stop)
+
+
+class Wire(BaseModel):
+    """Tolerant of unknown vendor fields (kept in `model_extra`), strict about types."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+class StreamOptions(Wire):
+    include_usage: bool = False
+
+
+class SamplingBody(Wire):
+    """The fields chat and completions bodies share."""
+
+    model: str
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    top_p: Annotated[float, Field(gt=0, le=1)] | None = None
+    n: Annotated[int, Field(ge=1, le=16)] | None = None
+    stream: bool | None = None
+    stream_options: StreamOptions | None = None
+    stop: str | Annotated[list[str], Field(max_length=16)] | None = None
+    seed: int | None = None
+    presence_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
+    frequency_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
+    logit_bias: dict[str, Annotated[float, Field(ge=-100, le=100)]] | None = None
+    user: str | None = None
+    # llama.cpp-style extras many clients send
+    top_k: Annotated[int, Field(ge=0)] | None = None
+    min_p: Annotated[float, Field(ge=0, le=1)] | None = None
+    repeat_penalty: Annotated[float, Field(gt=0)] | None = None
+
+
+def sampling_params(
+    wire: SamplingBody,
+    *,
+    max_tokens: int | None,
+    logprobs: bool,
+    top_logprobs: int,
+    output_format: OutputFormat | None = None,
+) -> SamplingParams:
+    """OpenAI's defaults (temperature 1, top_p 1) for whatever the body leaves out."""
+    return SamplingParams(
+        max_tokens=max_tokens,
+        temperature=1.0 if wire.temperature is None else wire.temperature,
+        top_p=1.0 if wire.top_p is None else wire.top_p,
+        top_k=wire.top_k or 0,
+        min_p=wire.min_p or 0.0,
+        stop=stop_list(wire.stop),
+        seed=wire.seed,
+        presence_penalty=wire.presence_penalty or 0.0,
+        frequency_penalty=wire.frequency_penalty or 0.0,
+        repeat_penalty=wire.repeat_penalty or 1.0,
+        logit_bias=logit_bias(wire.logit_bias),
+        logprobs=logprobs,
+        top_logprobs=top_logprobs,
+        output_format=output_format,
+    )
+
+
+def logit_bias(bias: dict[str, float] | None) -> tuple[tuple[int, float], ...]:
+    if not bias:
+        return ()
+    pairs = []
+    for key, value in bias.items():
+        if not key.isdigit():
+            raise InvalidRequest(f"logit_bias keys must be token ids; got {key!r}.", param="logit_bias")
+        pairs.append((int(key), value))
+    return tuple(pairs)

@@ -1,0 +1,203 @@
+"""OpenAI Responses, the way in: `input` items validated, normalized, and turned into core messages.
+
+Items are kept in one normalized wire form (what `input_items` lists, what `record` stores,
+what `previous_response_id` replays), so a stored conversation is read back by the same
+`messages()` that reads a fresh request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from asgi_llm.core import InvalidRequest, Message, Role, ToolCall, Unsupported
+
+from ...base import validate
+
+__all__ = ["Item", "messages", "normalize_input", "validate_at"]
+
+Item = dict[str, Any]
+"""One conversation item in normalized wire form: `message`, `function_call`, `function_call_output`, `reasoning`."""
+
+M = TypeVar("M", bound=BaseModel)
+
+_TEXT_PARTS = ("input_text", "output_text")
+_ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+class _Part(_Wire):
+    type: str
+    text: str | None = None
+
+
+class _MessageItem(_Wire):
+    type: Literal["message"] = "message"
+    role: Literal["user", "assistant", "system", "developer"]
+    content: str | list[_Part]
+    id: str | None = None
+
+
+class _FunctionCallItem(_Wire):
+    type: Literal["function_call"]
+    call_id: str
+    name: str
+    arguments: str
+    id: str | None = None
+
+
+class _FunctionCallOutputItem(_Wire):
+    type: Literal["function_call_output"]
+    call_id: str
+    output: str | list[_Part]
+    id: str | None = None
+
+
+class _ReasoningText(_Wire):
+    text: str
+
+
+class _ReasoningItem(_Wire):
+    type: Literal["reasoning"]
+    summary: list[_ReasoningText] = []
+    content: list[_ReasoningText] | None = None
+    id: str | None = None
+
+
+def validate_at(model: type[M], data: Any, where: str) -> M:
+    """`validate` for one element of a list, naming params from the body's root (`input[2].call_id`)."""
+    try:
+        return validate(model, data)
+    except InvalidRequest as exc:
+        param = f"{where}.{exc.param}" if exc.param else where
+        raise InvalidRequest(exc.message.replace(f"'{exc.param}'", f"'{param}'"), param=param) from None
+
+
+def normalize_input(raw: str | Sequence[Any] | None) -> list[Item]:
+    """The request's `input` as normalized items; refuses what this server cannot read, naming the param."""
+    if raw is None:
+        return []
+    if isinstance(raw, str):
+        return [_message_item("user", [raw], None)]
+    return [_item(entry, f"input[{i}]") for i, entry in enumerate(raw)]
+
+
+def _item(raw: Any, where: str) -> Item:
+    kind = raw.get("type", "message") if isinstance(raw, dict) else "message"
+    reader = _READERS.get(kind)
+    if reader is None:
+        raise Unsupported(f"Input items of type '{kind}' are not supported by this server.", param=f"{where}.type")
+    return reader(raw, where)
+
+
+def _read_message(raw: Any, where: str) -> Item:
+    message = validate_at(_MessageItem, raw, where)
+    return _message_item(message.role, _texts(message.content, f"{where}.content"), message.id)
+
+
+def _read_call(raw: Any, where: str) -> Item:
+    call = validate_at(_FunctionCallItem, raw, where)
+    item = {"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": call.arguments}
+    return _with_id(item, call.id)
+
+
+def _read_call_output(raw: Any, where: str) -> Item:
+    result = validate_at(_FunctionCallOutputItem, raw, where)
+    output: Any = result.output
+    if not isinstance(output, str):
+        output = [{"type": "input_text", "text": text} for text in _texts(output, f"{where}.output")]
+    return _with_id({"type": "function_call_output", "call_id": result.call_id, "output": output}, result.id)
+
+
+def _read_reasoning(raw: Any, where: str) -> Item:
+    thought = validate_at(_ReasoningItem, raw, where)
+    item: Item = {"type": "reasoning", "summary": [{"type": "summary_text", "text": s.text} for s in thought.summary]}
+    if thought.content is not None:
+        item["content"] = [{"type": "reasoning_text", "text": c.text} for c in thought.content]
+    return _with_id(item, thought.id)
+
+
+_READERS: dict[str, Callable[[Any, str], Item]] = {
+    "message": _read_message,
+    "function_call": _read_call,
+    "function_call_output": _read_call_output,
+    "reasoning": _read_reasoning,
+}
+
+
+def _texts(content: str | list[_Part], where: str) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    texts = []
+    for j, part in enumerate(content):
+        if part.type not in _TEXT_PARTS or part.text is None:
+            raise Unsupported(
+                f"Content part type '{part.type}' is not supported; this model reads text only.",
+                param=f"{where}[{j}].type",
+            )
+        texts.append(part.text)
+    return texts
+
+
+def _message_item(role: str, texts: Iterable[str], item_id: str | None) -> Item:
+    if role == "assistant":
+        parts = [{"type": "output_text", "text": t, "annotations": [], "logprobs": []} for t in texts]
+    else:
+        parts = [{"type": "input_text", "text": t} for t in texts]
+    return _with_id({"type": "message", "role": role, "content": parts}, item_id)
+
+
+def _with_id(item: Item, item_id: str | None) -> Item:
+    """Ids come first when the client gave one; `record` numbers the rest."""
+    head = {"id": item_id} if item_id is not None else {}
+    return {**head, **item, "status": "completed"}
+
+
+def messages(instructions: str | None, items: Iterable[Item]) -> tuple[Message, ...]:
+    """Core messages for normalized items: consecutive function calls share one assistant turn,
+    and reasoning rides on the assistant turn that follows it."""
+    out: list[Message] = [Message("system", instructions)] if instructions else []
+    thinking: list[str] = []
+    for item in items:
+        kind = item["type"]
+        if kind == "reasoning":
+            thinking.append(_reasoning_text(item))
+            continue
+        reasoning = "".join(thinking) or None
+        if kind == "function_call":
+            _add_call(out, ToolCall(item["call_id"], item["name"], item["arguments"]), reasoning)
+        elif thinking and (kind != "message" or item["role"] != "assistant"):
+            out.append(Message("assistant", "", reasoning=reasoning))
+            out.append(_message(item, None))
+        else:
+            out.append(_message(item, reasoning))
+        thinking.clear()
+    if thinking:
+        out.append(Message("assistant", "", reasoning="".join(thinking)))
+    return tuple(out)
+
+
+def _add_call(out: list[Message], call: ToolCall, reasoning: str | None) -> None:
+    last = out[-1] if out else None
+    if reasoning is None and last is not None and last.role == "assistant":
+        out[-1] = Message("assistant", last.content, tool_calls=(*last.tool_calls, call), reasoning=last.reasoning)
+    else:
+        out.append(Message("assistant", "", tool_calls=(call,), reasoning=reasoning))
+
+
+def _message(item: Item, reasoning: str | None) -> Message:
+    if item["type"] == "function_call_output":
+        output = item["output"]
+        text = output if isinstance(output, str) else "".join(part["text"] for part in output)
+        return Message("tool", text, tool_call_id=item["call_id"])
+    return Message(_ROLES[item["role"]], "".join(part["text"] for part in item["content"]), reasoning=reasoning)
+
+
+def _reasoning_text(item: Item) -> str:
+    parts = item.get("content") or item.get("summary") or ()
+    return "".join(part["text"] for part in parts)

@@ -1,0 +1,183 @@
+"""Forced tool calls: the schema a call is decoded under, and its text turned into call events. Pure.
+
+A forced call is decoded as JSON, `{"name": ..., "arguments": {...}}` (or an array of them
+when parallel calls are allowed), under a grammar built from `CallPlan.schema`. `forced_calls`
+watches the decoded text, and as each call's object completes, checks it and sends it on as
+`ToolCallStart` / `ToolCallDelta` / `ToolCallEnd`; the text itself never leaves.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from jsonschema.protocols import Validator  # type: ignore[import-untyped, unused-ignore]
+
+from ...core.errors import InternalError, Unsupported
+from ...core.events import Finish, GenerationEvent, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
+from ...core.requests import Message, ToolChoice, ToolSpec
+from .grammar import Schema, enforceable, literal_safe, validator
+
+__all__ = ["CallPlan", "JsonValues", "forced_calls", "plan_calls", "with_tools_note"]
+
+MAX_PARALLEL_CALLS = 8
+_NO_PARAMETERS: Schema = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """What a forced call is decoded under (`schema`) and checked against (`checks`, by tool name)."""
+
+    schema: Schema
+    checks: Mapping[str, Validator]
+    parallel: bool
+
+
+def plan_calls(
+    tools: Sequence[ToolSpec], choice: ToolChoice, parallel: bool, *, keys: Sequence[str] = ("arguments",)
+) -> CallPlan:
+    """`choice` is "required" (any of `tools`) or a tool's name; parallel calls only with "required".
+
+    `keys` are the names the arguments may go under (Llama 3 writes "parameters").
+    """
+    options: list[Schema] = []
+    checks: dict[str, Validator] = {}
+    for i, tool in enumerate(tools):
+        if choice not in ("required", tool.name) or tool.name in checks:
+            continue
+        if not literal_safe(tool.name):
+            raise Unsupported(
+                "A tool name with backslashes, quotes or control characters cannot be decoded.", param=f"tools[{i}]"
+            )
+        parameters = tool.parameters or _NO_PARAMETERS  # no parameters: an empty argument list
+        arguments = enforceable(parameters, f"tools[{i}]", root_type="object")
+        checks[tool.name] = validator(parameters)
+        options += [
+            {
+                "type": "object",
+                "properties": {"name": {"const": tool.name}, key: arguments},
+                "required": ["name", key],
+                "additionalProperties": False,
+            }
+            for key in keys
+        ]
+    if not options:
+        raise InternalError("A forced tool call names no tool of the request's.")
+    call = options[0] if len(options) == 1 else {"anyOf": options}
+    if not (parallel and choice == "required"):
+        return CallPlan(call, checks, parallel=False)
+    array = {"type": "array", "items": call, "minItems": 1, "maxItems": MAX_PARALLEL_CALLS}
+    return CallPlan(array, checks, parallel=True)
+
+
+def with_tools_note(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> tuple[Message, ...]:
+    """The conversation with the tools described in its system message, for chat templates that
+    have no place for tools: a forced call is still decoded under its grammar, but the model
+    should know what the tools are for."""
+    listed = [
+        {"name": t.name, **({"description": t.description} if t.description else {}), "parameters": dict(t.parameters)}
+        for t in tools
+    ]
+    note = (
+        "You can call these tools:\n"
+        + json.dumps(listed, ensure_ascii=False)
+        + '\nTo call a tool, answer with JSON: {"name": <the tool\'s name>, "arguments": <its arguments>}.'
+    )
+    messages = tuple(_calls_as_text(m) if m.tool_calls else m for m in messages)
+    if messages and messages[0].role == "system":
+        first = messages[0]
+        return (replace(first, content=f"{first.content}\n\n{note}" if first.content else note), *messages[1:])
+    return (Message(role="system", content=note), *messages)
+
+
+def _calls_as_text(message: Message) -> Message:
+    """An earlier turn's calls written into its text the way the note asks for them (an array
+    when there are several): a template with no place for tools would drop them, and the
+    model would see a turn in which it said nothing."""
+    calls = [{"name": c.name, "arguments": _arguments(c.arguments)} for c in message.tool_calls]
+    written = json.dumps(calls[0] if len(calls) == 1 else calls, ensure_ascii=False)
+    content = f"{message.content}\n{written}" if message.content else written
+    return replace(message, content=content, tool_calls=())
+
+
+def _arguments(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+class JsonValues:
+    """The complete objects and arrays at one nesting `level` of a JSON text fed piece by piece.
+
+    Level 0 is the text's own value; level 1 the elements of a top-level array.
+    """
+
+    def __init__(self, level: int) -> None:
+        self._level = level
+        self._depth = 0
+        self._in_string = False
+        self._escaped = False
+        self._current: list[str] | None = None
+
+    def feed(self, text: str) -> list[str]:
+        done: list[str] = []
+        for ch in text:
+            if self._current is not None:
+                self._current.append(ch)
+            if self._in_string:
+                self._escaped, self._in_string = (False, True) if self._escaped else (ch == "\\", ch != '"')
+            elif ch == '"':
+                self._in_string = True
+            elif ch in "{[":
+                if self._depth == self._level:
+                    self._current = [ch]
+                self._depth += 1
+            elif ch in "}]":
+                self._depth -= 1
+                if self._depth == self._level and self._current is not None:
+                    done.append("".join(self._current))
+                    self._current = None
+        return done
+
+
+def _call(text: str, checks: Mapping[str, Validator]) -> tuple[str, str]:
+    """A decoded call's tool name and arguments (JSON text), checked against the tool's schema."""
+    try:
+        call = json.loads(text)
+        name, arguments = call["name"], call["arguments"]
+        valid = checks[name].is_valid(arguments)
+        encoded = json.dumps(arguments, ensure_ascii=False, allow_nan=False)
+    except (ValueError, KeyError, TypeError):
+        valid = False
+    if not valid:
+        raise InternalError("The model produced a tool call that does not match the tool's schema.")
+    return name, encoded
+
+
+def forced_calls(
+    events: Iterable[GenerationEvent | None], plan: CallPlan, new_id: Callable[[], str]
+) -> Iterator[GenerationEvent | None]:
+    """One choice's decoded events, its text turned into tool-call events.
+
+    A choice that ends on its own ends with reason "tool_calls"; one cut off by its token
+    limit keeps "length", and sends only the calls it completed.
+    """
+    values = JsonValues(1 if plan.parallel else 0)
+    count = 0
+    for event in events:
+        if isinstance(event, TextDelta):
+            for text in values.feed(event.text):
+                name, arguments = _call(text, plan.checks)
+                yield ToolCallStart(new_id(), name, index=event.index, call_index=count)
+                yield ToolCallDelta(arguments, index=event.index, call_index=count)
+                yield ToolCallEnd(index=event.index, call_index=count)
+                count += 1
+        elif isinstance(event, Finish) and event.reason != "length":
+            if not count:
+                raise InternalError("The model stopped before completing a forced tool call.")
+            yield replace(event, reason="tool_calls", stop_sequence=None)
+        else:
+            yield event

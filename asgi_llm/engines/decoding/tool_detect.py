@@ -1,0 +1,266 @@
+"""Tool calls found in a model's free text (`tool_choice: auto`), while it streams. Pure.
+
+Models write calls in their own syntax: Hermes and Qwen wrap JSON in `<tool_call>...</tool_call>`,
+Mistral puts a JSON array after `[TOOL_CALLS]`, Llama 3 a JSON object after `<|python_tag|>` (or
+bare), and a model told about tools in its system prompt answers with a bare JSON object. The
+detector passes text through, holding back only what may be the start of a marker; once a call
+begins it collects it, and sends it on as a `Call` only if it names a tool and its arguments
+validate. Anything else goes out as the text it was: never a broken call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from jsonschema.protocols import Validator  # type: ignore[import-untyped, unused-ignore]
+
+from ...core.events import Finish, GenerationEvent, TextDelta, TokenLogprob, ToolCallDelta, ToolCallEnd, ToolCallStart
+from .grammar import as_rule, relax_space
+
+__all__ = ["MARKERS", "Call", "CallDetector", "detected_calls", "json_end", "trigger_grammar"]
+
+MARKERS = {"<tool_call>": "</tool_call>", "[TOOL_CALLS]": None, "<|python_tag|>": None}
+"""Each marker that opens calls, and the one that closes each call (None: the JSON value ends it)."""
+
+
+@dataclass(frozen=True)
+class Call:
+    name: str
+    arguments: str
+    """A JSON object, as text."""
+
+
+Output = str | Call
+
+
+def json_end(text: str) -> int | None:
+    """Where the JSON object or array that `text` starts with (after whitespace) ends; None if it has
+    not ended yet, -1 if `text` does not start with one."""
+    depth, in_string, escaped = 0, False, False
+    for i, ch in enumerate(text):
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (ch == "\\", ch != '"')
+        elif depth == 0 and ch not in "{[":
+            if not ch.isspace():
+                return -1
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return None
+
+
+class CallDetector:
+    """Feed text as it is decoded; get back text and calls, in order. `finish()` flushes the rest.
+
+    `checks` maps each tool's name to its argument schema's validator.
+    """
+
+    def __init__(self, checks: Mapping[str, Validator]) -> None:
+        self._checks = checks
+        self._held = ""
+        self._marker: str | None = None  # the open call's marker ("" for a bare JSON call)
+        self._spoken = False  # whether any text other than whitespace went out
+
+    @property
+    def in_call(self) -> bool:
+        return self._marker is not None
+
+    @property
+    def marker(self) -> str | None:
+        """The open call's marker: "" for a bare JSON call, None outside a call."""
+        return self._marker
+
+    @property
+    def call_text(self) -> str:
+        """The open call's text after its marker, so far."""
+        return self._held[len(self._marker or "") :] if self._marker is not None else ""
+
+    def feed(self, text: str) -> list[Output]:
+        self._held += text
+        out: list[Output] = []
+        while True:
+            step = self._call_step() if self._marker is not None else self._text_step()
+            if step is None:
+                return out
+            out += step
+
+    def finish(self) -> list[Output]:
+        """Whatever is still held, as text: an unfinished call is not a call. Whitespace alone
+        (before or after calls) is not worth a message."""
+        held, self._held, self._marker = self._held, "", None
+        return [held] if held.strip() or (held and self._spoken) else []
+
+    def _text_step(self) -> list[Output] | None:
+        held = self._held
+        found = [(held.find(m), m) for m in MARKERS if m in held]
+        if found:
+            at, marker = min(found)
+            self._marker, self._held = marker, held[at:]
+            before = held[:at]
+            return self._say(before) if self._spoken or before.strip() else []
+        if not self._spoken:
+            start = held.lstrip()
+            if not start or any(m.startswith(start) for m in MARKERS):
+                return None  # a marker or a bare call may still follow
+            if start[0] in "{[":
+                self._marker, self._held = "", start  # a bare JSON call, looked for only before any text
+                return []
+        keep = _partial_marker(held)
+        self._held = held[len(held) - keep :] if keep else ""
+        said = self._say(held[: len(held) - keep])
+        return said or None
+
+    def _call_step(self) -> list[Output] | None:
+        marker = self._marker or ""
+        body = self._held[len(marker) :]
+        closer = MARKERS.get(marker)
+        if closer is not None:
+            end = body.find(closer)
+            if end == -1:
+                return None
+            inner, after = body[:end], body[end + len(closer) :]
+            if json_end(inner) != len(inner.rstrip()):
+                return self._give_up()
+        else:
+            stop = json_end(body)
+            if stop is None:
+                return None
+            if stop == -1:
+                return self._give_up()
+            inner, after = body[:stop], body[stop:]
+        calls = _calls(inner, self._checks)
+        if calls is None:
+            return self._give_up()
+        self._marker, self._held = None, after
+        return list(calls)
+
+    def _give_up(self) -> list[Output]:
+        """Not a call after all: its text goes out as text, and no more calls are looked for."""
+        held, self._held, self._marker = self._held, "", None
+        self._spoken = True
+        return self._say(held)
+
+    def _say(self, text: str) -> list[Output]:
+        if text.strip():
+            self._spoken = True
+        return [text] if text else []
+
+
+def _partial_marker(text: str) -> int:
+    """The length of the longest end of `text` that begins a marker."""
+    best = 0
+    for marker in MARKERS:
+        for size in range(min(len(marker) - 1, len(text)), best, -1):
+            if text.endswith(marker[:size]):
+                best = size
+                break
+    return best
+
+
+def _calls(text: str, checks: Mapping[str, Validator]) -> list[Call] | None:
+    """The calls a JSON object or array holds, each naming a tool, its arguments valid; else None."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    items = value if isinstance(value, list) else [value]
+    calls = [_call(item, checks) for item in items]
+    if not calls or any(call is None for call in calls):
+        return None
+    return [call for call in calls if call is not None]
+
+
+def _call(item: Any, checks: Mapping[str, Validator]) -> Call | None:
+    """`{"name", "arguments"}`, or Llama's `"parameters"`; arguments may come as JSON text."""
+    if not isinstance(item, dict):
+        return None
+    name = item.get("name")
+    arguments = item.get("arguments", item.get("parameters"))
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return None
+    if not isinstance(name, str) or name not in checks or not isinstance(arguments, dict):
+        return None
+    try:
+        if not checks[name].is_valid(arguments):
+            return None
+    except Exception:  # a tool schema this server did not need to check until now
+        return None
+    try:
+        return Call(name, json.dumps(arguments, ensure_ascii=False, allow_nan=False))
+    except ValueError:
+        return None
+
+
+_MORE_CALLS = "{0,7}"
+
+
+def trigger_grammar(call_gbnf: str, marker: str, call_text: str, parallel: bool) -> str:
+    """The grammar for the rest of the output once a call has begun: the call's text after
+    `marker` (its start so far is `call_text`), more calls if `parallel`, and nothing after.
+
+    `call_gbnf` is the grammar of one call object. Whitespace may lead, as a tokenizer may add it.
+    """
+    rules = as_rule(relax_space(call_gbnf), "tool-call")
+    if marker == "<tool_call>":
+        one = 'tool-ws tool-call tool-ws "</tool_call>"'
+        root = one + (f' (tool-ws "<tool_call>" {one}){_MORE_CALLS}' if parallel else "")
+    elif marker == "[TOOL_CALLS]" or call_text.lstrip().startswith("["):
+        more = f' (tool-ws "," tool-ws tool-call){_MORE_CALLS}' if parallel else ""
+        root = f'tool-ws "[" tool-ws tool-call{more} tool-ws "]"'
+    else:  # after Llama's python tag, or a bare object
+        root = "tool-ws tool-call" + (f" (tool-ws tool-call){_MORE_CALLS}" if parallel and not marker else "")
+    return f"root ::= {root}\ntool-ws ::= [ \\t\\n]{{0,20}}\n{rules}"
+
+
+def detected_calls(
+    events: Iterable[GenerationEvent | None],
+    checks: Mapping[str, Validator],
+    new_id: Callable[[], str],
+    *,
+    parallel: bool = True,
+) -> Iterator[GenerationEvent | None]:
+    """One choice's decoded events with the calls in its text turned into tool-call events.
+
+    Logprobs stay with text; those of tokens that became calls are dropped. Without `parallel`
+    only the first call is sent. A choice that made calls and ended on its own ends with reason
+    "tool_calls".
+    """
+    detector = CallDetector(checks)
+    calls = 0
+    logprobs: list[TokenLogprob] = []
+
+    def send(outputs: list[Output], index: int) -> Iterator[GenerationEvent]:
+        nonlocal calls
+        for output in outputs:
+            if isinstance(output, str):
+                yield TextDelta(output, index=index, logprobs=tuple(logprobs))
+                logprobs.clear()
+            elif parallel or not calls:
+                yield ToolCallStart(new_id(), output.name, index=index, call_index=calls)
+                yield ToolCallDelta(output.arguments, index=index, call_index=calls)
+                yield ToolCallEnd(index=index, call_index=calls)
+                calls += 1
+                logprobs.clear()
+
+    for event in events:
+        if isinstance(event, TextDelta):
+            logprobs.extend(event.logprobs)
+            yield from send(detector.feed(event.text), event.index)
+        elif isinstance(event, Finish):
+            yield from send(detector.finish(), event.index)
+            if logprobs and not calls:
+                yield TextDelta("", index=event.index, logprobs=tuple(logprobs))
+            yield replace(event, reason="tool_calls", stop_sequence=None) if calls and event.reason == "stop" else event
+        else:
+            yield event

@@ -1,0 +1,454 @@
+"""A model served by an OpenAI-compatible upstream over HTTP: llama.cpp's server, vLLM, a cloud
+provider, another asgi-llm. The only module that imports `httpx`.
+
+Core requests go out as streamed chat completions / completions and embeddings; the upstream's
+SSE comes back as core events (`upstream_stream`), its errors as core errors (`upstream_errors`).
+A request goes to the replica with the fewest requests in flight, and moves on to another if this
+one fails before the first event is ready (nothing has reached our client yet); after that, a
+failure ends the stream with an error. Closing the event stream (our client left) closes the
+upstream connection, which stops the upstream's generation.
+
+Timeouts: `connect_timeout` to connect; `first_byte_timeout` from sending the request to the first
+event; `idle_timeout` between events after that. The upstream's key is read from the environment
+variable `api_key_env` at construction and never shown: not in errors, logs or `describe()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+import types
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+
+from ...config import ModelConfig, Settings
+from ...core.errors import BadGateway, GatewayTimeout, LLMError, ModelNotReady, Unavailable
+from ...core.events import Embedding, EmbeddingResult, GenerationEvent
+from ...core.requests import ChatRequest, CompletionRequest, EmbeddingRequest, GenerationRequest
+from .errors import error_from_body, error_from_response, retryable, scrub
+from .replicas import Replica, ReplicaSet
+from .stream import ChunkTranslator, SSEDecoder, usage_of
+from .wire import (
+    UpstreamModel,
+    chat_body,
+    chat_from_completion,
+    completion_body,
+    count_body,
+    embedding_body,
+    estimate_prompt_tokens,
+    model_list,
+)
+
+__all__ = ["UpstreamEngine", "discover", "discover_settings", "list_models"]
+
+log = logging.getLogger("asgi_llm.upstream")
+
+_ENDED: Mapping[str, Any] = types.MappingProxyType({})  # the upstream closed its stream without `[DONE]`
+
+
+class _Retry(Exception):
+    """This replica failed before anything was sent to the client; another may serve."""
+
+    def __init__(self, error: LLMError, *, unhealthy: bool = True) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.unhealthy = unhealthy
+
+
+class _NotFound(Exception):
+    """The upstream has no such endpoint (404 / 405)."""
+
+
+class UpstreamEngine:
+    """One model on one or more upstream replicas; nothing here runs a model in this process."""
+
+    def __init__(self, config: ModelConfig, *, environ: Mapping[str, str] | None = None) -> None:
+        env = os.environ if environ is None else environ
+        self.config = config
+        self._model = config.upstream_model or config.id
+        self._key = SecretStr(env.get(config.api_key_env, "")) if config.api_key_env else None
+        interval = config.health_interval
+        self._auth = {
+            _bare(url): _basic_auth(url) for url in config.upstream_urls
+        }  # credentials out of URLs (and logs)
+        self._given_urls = config.upstream_urls
+        self.replicas = ReplicaSet(list(self._auth), interval=interval, max_backoff=3 * max(interval, 1.0))
+        self._client: httpx.AsyncClient | None = None
+        self._watch: asyncio.Task[None] | None = None
+        self._context: int | None = None
+
+    @property
+    def supports_embeddings(self) -> bool:
+        return self.config.embeddings
+
+    @property
+    def context_length(self) -> int:
+        return self._context or self.config.n_ctx
+
+    def describe(self) -> dict[str, Any]:
+        """Backend facts for `/health`: no URL (it may carry credentials), no key."""
+        return {"backend": "upstream", "upstream_model": self._model, "replicas": self.replicas.describe()}
+
+    async def load(self) -> None:
+        """Open the connection pool and check every replica once; an upstream that is down now
+        does not fail the load (requests get 503 until it is back)."""
+        self._client = _client(self.config, self._key)
+        await self.replicas.check(self._probe, self.replicas.replicas)
+        if not any(r.healthy for r in self.replicas.replicas):
+            log.warning("model %s: no upstream replica answers yet", self.config.id)
+        self._watch = asyncio.get_running_loop().create_task(self.replicas.watch(self._probe))
+
+    async def close(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
+        if self._client is not None:
+            await self._client.aclose()
+        self._client = self._watch = None
+
+    def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
+        return self._generate(request)
+
+    async def embed(self, request: EmbeddingRequest) -> EmbeddingResult:
+        body = await self._post_json("/embeddings", embedding_body(request, self._model))
+        data = sorted((d for d in body.get("data") or () if isinstance(d, Mapping)), key=lambda d: d.get("index", 0))
+        if len(data) != len(request.inputs):
+            raise BadGateway("The upstream server answered with the wrong number of embeddings.")
+        total = usage_of(body.get("usage") or {}).prompt_tokens
+        shares = _shares(total, [len(i) for i in request.inputs])
+        return EmbeddingResult(tuple(Embedding(tuple(map(float, d["embedding"])), n) for d, n in zip(data, shares)))
+
+    async def count_tokens(self, request: GenerationRequest) -> int:
+        """Exact where the upstream reports usage: it is asked for one token, greedy, and its
+        `usage.prompt_tokens` read (the prompt with its chat template applied, as it will run) —
+        at the cost of one prompt evaluation there. No standard OpenAI endpoint counts tokens
+        without generating. Where the upstream reports no usage: an estimate from the text."""
+        body = await self._post_json(self._path(request), count_body(request, self._model))
+        usage = body.get("usage")
+        if isinstance(usage, Mapping) and usage.get("prompt_tokens"):
+            return usage_of(usage).prompt_tokens
+        return estimate_prompt_tokens(request)
+
+    # -- generation ------------------------------------------------------------------
+
+    async def _generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
+        try:
+            stream = await self._open(self._path(request), self._body(request), request)
+        except _NotFound:
+            chat = chat_from_completion(request) if isinstance(request, CompletionRequest) else None
+            if chat is None:
+                raise BadGateway("The upstream server does not serve this model or endpoint.") from None
+            stream = await self._open("/chat/completions", chat_body(chat, self._model), chat)
+        async with contextlib.aclosing(stream):
+            async for batch in stream:
+                for event in batch:
+                    yield event
+
+    async def _open(
+        self, path: str, body: dict[str, Any], request: GenerationRequest
+    ) -> AsyncGenerator[list[GenerationEvent], None]:
+        """The stream from the first replica that produces a first event, with that event's batch
+        ready; replicas that fail before it are marked and skipped."""
+        last: LLMError = Unavailable("The upstream server cannot be reached; retry shortly.")
+        for replica in self.replicas.attempts():
+            stream = self._attempt(replica, path, body, request)
+            try:
+                async with asyncio.timeout(self.config.first_byte_timeout):
+                    first = await anext(stream)
+            except _Retry as retry:
+                last = retry.error
+                if retry.unhealthy:
+                    self.replicas.failed(replica)
+                continue
+            except TimeoutError:
+                await stream.aclose()
+                last = GatewayTimeout("The upstream server did not answer in time.")
+                self.replicas.failed(replica)
+                continue
+            except StopAsyncIteration:
+                raise BadGateway("The upstream server sent no answer.") from None
+            except BaseException:
+                await stream.aclose()
+                raise
+            return _prepend(first, stream)
+        raise last
+
+    async def _attempt(
+        self, replica: Replica, path: str, body: dict[str, Any], request: GenerationRequest
+    ) -> AsyncGenerator[list[GenerationEvent], None]:
+        """One replica's stream as batches of events (one batch per chunk that made any). Failures
+        before the first batch raise `_Retry`; after it, core errors."""
+        assert self._client is not None, "the engine is not loaded"
+        self.replicas.acquire(replica)
+        started = False
+        try:
+            async with _stream(self._client, replica.url + path, body, self._auth[replica.url]) as response:
+                if response.status_code != 200:
+                    raise await self._refusal(response, path)
+                estimate = estimate_prompt_tokens(request)
+                translator = ChunkTranslator(
+                    _choices(request), request_id=uuid.uuid4().hex[:12], prompt_estimate=estimate
+                )
+                done = False
+                async with contextlib.aclosing(self._chunks(response)) as chunks:
+                    while not done:
+                        chunk = await self._next(chunks, idle=started)
+                        done = chunk is None
+                        if chunk is _ENDED:
+                            break  # the stream ended without [DONE]
+                        events = translator.feed(chunk) if chunk is not None else []
+                        if events:
+                            started = True
+                            yield events
+                if not (done or translator.finished):  # cut off: llama-cpp-python's server cuts a stream
+                    cut = BadGateway("The upstream server ended its answer early.")  # when another request comes
+                    raise cut if started else _Retry(cut)
+                started = True
+                yield translator.finish()
+        except httpx.TransportError as exc:
+            error = _transport_error(exc, self._secrets())
+            if not started:
+                raise _Retry(error) from None
+            raise error from None
+        finally:
+            self.replicas.release(replica)
+
+    async def _next(self, chunks: AsyncIterator[Mapping[str, Any] | None], *, idle: bool) -> Mapping[str, Any] | None:
+        """The next chunk (None for `[DONE]`, `_ENDED` once the stream ends without it); once
+        events have gone out (`idle`), within the idle timeout."""
+        try:
+            if not idle:
+                return await anext(chunks)
+            async with asyncio.timeout(self.config.idle_timeout):
+                return await anext(chunks)
+        except StopAsyncIteration:
+            return _ENDED
+        except TimeoutError:
+            raise GatewayTimeout("The upstream server went silent mid-answer.") from None
+
+    async def _chunks(self, response: httpx.Response) -> AsyncGenerator[Mapping[str, Any] | None, None]:
+        """Decoded chunks, then None for `[DONE]`."""
+        decoder = SSEDecoder()
+        async for line in response.aiter_lines():
+            data = decoder.line(line)
+            if data is not None and data.strip() == "[DONE]":
+                yield None
+                return
+            if data is not None:
+                yield self._chunk(data)
+        data = decoder.flush()
+        if data is not None:
+            yield None if data.strip() == "[DONE]" else self._chunk(data)
+
+    def _chunk(self, data: str) -> Mapping[str, Any]:
+        chunk = _decoded(data)
+        if "error" in chunk and not chunk.get("choices"):
+            raise error_from_body(chunk, secrets=self._secrets())
+        return chunk
+
+    async def _refusal(self, response: httpx.Response, path: str) -> Exception:
+        body = await response.aread()
+        status = response.status_code
+        if status in (404, 405) and path == "/completions":
+            return _NotFound()
+        error = error_from_response(status, response.headers, body, secrets=self._secrets(), now=time.time())
+        log.warning("upstream replica answered %d for model %s", status, self.config.id)
+        if retryable(status):
+            return _Retry(error, unhealthy=status >= 500)
+        return error
+
+    # -- plain requests ----------------------------------------------------------------
+
+    async def _post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """One non-streamed request, retried on another replica where this one fails."""
+        assert self._client is not None, "the engine is not loaded"
+        last: LLMError = Unavailable("The upstream server cannot be reached; retry shortly.")
+        for replica in self.replicas.attempts():
+            self.replicas.acquire(replica)
+            try:
+                auth = self._auth[replica.url] or httpx.USE_CLIENT_DEFAULT
+                response = await self._client.post(
+                    replica.url + path, json=body, timeout=self._plain_timeout(), auth=auth
+                )
+            except httpx.TransportError as exc:
+                last = _transport_error(exc, self._secrets())
+                self.replicas.failed(replica)
+                continue
+            finally:
+                self.replicas.release(replica)
+            if response.status_code == 200:
+                return _decoded(response.text)
+            status, secrets = response.status_code, self._secrets()
+            error = error_from_response(status, response.headers, response.content, secrets=secrets, now=time.time())
+            if not retryable(response.status_code):
+                raise error
+            last = error
+            if response.status_code >= 500:
+                self.replicas.failed(replica)
+        raise last
+
+    def _plain_timeout(self) -> httpx.Timeout:
+        cfg = self.config
+        return httpx.Timeout(cfg.first_byte_timeout, connect=cfg.connect_timeout)
+
+    async def _probe(self, url: str) -> bool:
+        """A replica is healthy when `GET /models` answers 200 (`/health` where that 404s), or
+        takes the connection but is too busy to answer in time (single-slot servers such as
+        llama-cpp-python's answer `/models` only between generations)."""
+        assert self._client is not None
+        timeout = httpx.Timeout(self.config.connect_timeout)
+        auth = self._auth[url] or httpx.USE_CLIENT_DEFAULT
+        try:
+            response = await self._client.get(url + "/models", timeout=timeout, auth=auth)
+            if response.status_code == 404:
+                response = await self._client.get(url.rsplit("/v1", 1)[0] + "/health", timeout=timeout, auth=auth)
+        except httpx.ReadTimeout:
+            return True
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
+
+    def _path(self, request: GenerationRequest) -> str:
+        return "/chat/completions" if isinstance(request, ChatRequest) else "/completions"
+
+    def _body(self, request: GenerationRequest) -> dict[str, Any]:
+        if isinstance(request, ChatRequest):
+            return chat_body(request, self._model)
+        return completion_body(request, self._model)
+
+    def _secrets(self) -> list[str]:
+        """Strings an upstream message must never carry to a client: the key, the replica URLs."""
+        key = self._key.get_secret_value() if self._key is not None else ""
+        return [key, *self._given_urls, *(r.url for r in self.replicas.replicas)]
+
+
+def _client(config: ModelConfig, key: SecretStr | None) -> httpx.AsyncClient:
+    secret = key.get_secret_value() if key is not None else ""
+    headers = {"authorization": f"Bearer {secret}"} if secret else {}
+    # read=None: the first-byte and idle timeouts are enforced per event, above httpx.
+    timeout = httpx.Timeout(connect=config.connect_timeout, read=None, write=config.idle_timeout, pool=None)
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=32)
+    return httpx.AsyncClient(headers=headers, timeout=timeout, limits=limits, trust_env=False)
+
+
+def _bare(url: str) -> str:
+    """`url` without the `user:password@` part it may carry."""
+    return str(httpx.URL(url).copy_with(userinfo=b"")).rstrip("/")
+
+
+def _basic_auth(url: str) -> httpx.BasicAuth | None:
+    """The credentials a URL carries, sent as Basic auth instead (the client has no auth of its own)."""
+    parsed = httpx.URL(url)
+    return httpx.BasicAuth(parsed.username, parsed.password) if parsed.username else None
+
+
+@contextlib.asynccontextmanager
+async def _stream(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], auth: httpx.BasicAuth | None
+) -> AsyncIterator[httpx.Response]:
+    request = client.build_request("POST", url, json=body, headers={"accept": "text/event-stream"})
+    response = await client.send(request, stream=True, auth=auth)
+    try:
+        yield response
+    finally:
+        await response.aclose()  # unread: the connection is dropped, and the upstream stops generating
+
+
+async def _prepend(
+    first: list[GenerationEvent], rest: AsyncGenerator[list[GenerationEvent], None]
+) -> AsyncGenerator[list[GenerationEvent], None]:
+    async with contextlib.aclosing(rest):
+        yield first
+        async for batch in rest:
+            yield batch
+
+
+def _transport_error(exc: httpx.TransportError, secrets: list[str]) -> LLMError:
+    log.warning("upstream request failed: %s", scrub(type(exc).__name__ + ": " + str(exc), secrets))
+    if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
+        return Unavailable("The upstream server cannot be reached; retry shortly.")
+    if isinstance(exc, httpx.TimeoutException):
+        return GatewayTimeout("The upstream server did not answer in time.")
+    return BadGateway("The upstream server closed the connection.")
+
+
+def _decoded(data: str) -> dict[str, Any]:
+    try:
+        value = json.loads(data)
+    except ValueError:
+        raise BadGateway("The upstream server sent something that is not JSON.") from None
+    if not isinstance(value, dict):
+        raise BadGateway("The upstream server sent an unexpected answer.")
+    return value
+
+
+def _choices(request: GenerationRequest) -> int:
+    return request.n * (len(request.prompts) if isinstance(request, CompletionRequest) else 1)
+
+
+def _shares(total: int, sizes: list[int]) -> list[int]:
+    """`total` tokens split over inputs in proportion to their sizes (the rest on the first)."""
+    weight = sum(sizes) or 1
+    shares = [total * size // weight for size in sizes]
+    if shares:
+        shares[0] += total - sum(shares)
+    return shares
+
+
+async def list_models(base_url: str, *, api_key: str | None = None, timeout: float = 10.0) -> list[UpstreamModel]:
+    """The models an upstream lists at `GET {base_url}/models`."""
+    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+    async with httpx.AsyncClient(headers=headers, timeout=timeout, trust_env=False) as client:
+        try:
+            response = await client.get(base_url.rstrip("/") + "/models")
+        except httpx.HTTPError:
+            raise Unavailable("The upstream server cannot be reached to list its models.") from None
+    if response.status_code != 200:
+        raise BadGateway(f"The upstream server answered {response.status_code} when asked for its models.")
+    return model_list(response.json())
+
+
+async def discover(config: ModelConfig, *, environ: Mapping[str, str] | None = None) -> list[ModelConfig]:
+    """One model per model the upstream lists, for a config with `discover = true`: the id is
+    `prefix` + the upstream's name, every other setting (replicas, key, timeouts) shared. The first
+    replica that answers is asked. A config without `discover` comes back as it is."""
+    if not config.is_upstream or not config.discover:
+        return [config]
+    env = os.environ if environ is None else environ
+    key = env.get(config.api_key_env) if config.api_key_env else None
+    last: LLMError = ModelNotReady("The upstream lists no models.")
+    for url in config.upstream_urls:
+        try:
+            models = await list_models(url, api_key=key, timeout=config.connect_timeout * 2)
+        except LLMError as error:
+            last = error
+            continue
+        return [_discovered(config, model) for model in models]
+    raise last
+
+
+def _discovered(config: ModelConfig, model: UpstreamModel) -> ModelConfig:
+    data = config.model_dump()
+    data.update(id=config.prefix + model.id, upstream_model=model.id, aliases=(), discover=False, prefix="")
+    if model.context_length:
+        data["n_ctx"] = model.context_length
+    return ModelConfig.model_validate(data)
+
+
+async def discover_settings(settings: Settings, *, environ: Mapping[str, str] | None = None) -> Settings:
+    """`settings` with each `discover = true` model replaced by the models its upstream lists.
+    The pool runs it at every start (the app's lifespan); `asgi-llm serve` also runs it first, to
+    exit with a clear message when the upstream can't be asked."""
+    if not any(m.is_upstream and m.discover for m in settings.models):
+        return settings
+    models = [found for config in settings.models for found in await discover(config, environ=environ)]
+    return Settings.model_validate({**settings.model_dump(), "models": [m.model_dump() for m in models]})

@@ -1,0 +1,157 @@
+"""What the layers share about one request, kept in `scope["state"]` under `asgi_llm.*` names.
+
+`LLMApp` classifies each request (protocol, route, error envelope) before its layers run and
+leaves a `RequestInfo` there; a layer wrapped around any other ASGI app classifies with the
+`classify` it was given, or plainly. The endpoint reports tokens into the request's `Meter`
+and honours a `max_tokens` cap left by the limits layer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core import Finish, GenerationEvent, LLMError, RetryLater, Unauthorized, Usage
+from .asgi import Scope, Send, send_json
+from .routing import route_path
+
+__all__ = [
+    "BODY",
+    "KEY",
+    "KEY_INFO",
+    "MAX_TOKENS",
+    "REQUEST",
+    "USAGE",
+    "Classify",
+    "Meter",
+    "Reply",
+    "RequestInfo",
+    "meter_of",
+    "plain_request",
+    "render_plain_error",
+    "request_info",
+    "request_state",
+    "send_error",
+]
+
+Reply = tuple[int, Any]
+"""A status and a JSON-able body: what a protocol's `render_error` gives."""
+
+REQUEST = "asgi_llm.request"
+"""The request's `RequestInfo`."""
+KEY = "asgi_llm.key"
+"""The authenticated key's *name* (never the key itself); absent on public routes and without auth."""
+KEY_INFO = "asgi_llm.key_info"
+"""The authenticated key's `KeyInfo`: its name, allow-lists and limits."""
+USAGE = "asgi_llm.usage"
+"""The request's `Meter`, filled in by the endpoint."""
+BODY = "asgi_llm.body"
+"""The decoded JSON body, once a layer has read it (see `http.body`): decoded once per request."""
+MAX_TOKENS = "asgi_llm.max_tokens"
+"""A cap on generated tokens the endpoint applies to the parsed request (limits layer)."""
+
+
+@dataclass(frozen=True)
+class RequestInfo:
+    """How the app sees a request: which protocol, which route, how its errors look."""
+
+    protocol: str
+    path: str
+    """The path below the mount point (`root_path` removed), no trailing slash."""
+    endpoint: str
+    """The route's template (`/models/{model:path}`) or `unmatched`: a bounded metrics label."""
+    render_error: Callable[[LLMError], Reply]
+    resolve_model: Callable[[str], str | None] = field(default=lambda name: name)
+    """A model name or alias → its canonical id (plain apps: the name itself), or None when unknown."""
+
+
+Classify = Callable[[Scope], RequestInfo]
+
+
+def render_plain_error(error: LLMError) -> Reply:
+    """An OpenAI-shaped envelope, for layers around apps that have no protocol of their own."""
+    return error.status, {
+        "error": {"message": error.message, "type": error.code, "param": error.param, "code": error.code}
+    }
+
+
+def plain_request(scope: Scope) -> RequestInfo:
+    path = route_path(scope)
+    return RequestInfo(protocol="http", path=path, endpoint=path, render_error=render_plain_error)
+
+
+def request_state(scope: Scope) -> MutableMapping[str, Any]:
+    """The per-request state dict (servers copy the lifespan state into each request's scope)."""
+    state: MutableMapping[str, Any] = scope.setdefault("state", {})
+    return state
+
+
+def request_info(scope: Scope, classify: Classify | None = None) -> RequestInfo:
+    state = request_state(scope)
+    info: RequestInfo | None = state.get(REQUEST)
+    if info is None:
+        info = (classify or plain_request)(scope)
+        state[REQUEST] = info
+    return info
+
+
+async def send_error(send: Send, info: RequestInfo, error: LLMError) -> None:
+    """The error in the calling protocol's envelope, with `Retry-After` / `WWW-Authenticate`."""
+    status, body = info.render_error(error)
+    headers: list[tuple[str, str]] = []
+    if isinstance(error, RetryLater):
+        headers.append(("retry-after", str(error.retry_after)))
+    if isinstance(error, Unauthorized):
+        headers.append(("www-authenticate", "Bearer"))
+    await send_json(send, status, body, headers)
+
+
+class Meter:
+    """One request's model, tokens and first-token time, reported by the endpoint as they happen.
+
+    A choice that never finishes (the client left mid-stream) counts one completion token per
+    delta it produced, since its exact count never arrives.
+    """
+
+    def __init__(self, timer: Callable[[], float] = time.perf_counter) -> None:
+        self._timer = timer
+        self.model: str | None = None
+        self.first_token_at: float | None = None
+        self._usage = Usage(0, 0, 0)
+        self._unfinished: dict[int, int] = {}
+
+    def serving(self, model_id: str) -> None:
+        self.model = model_id
+
+    def event(self, event: GenerationEvent) -> None:
+        if self.first_token_at is None:
+            self.first_token_at = self._timer()
+        if isinstance(event, Finish):
+            self._unfinished.pop(event.index, None)
+            self.usage(event.usage)
+        else:
+            self._unfinished[event.index] = self._unfinished.get(event.index, 0) + 1
+
+    def usage(self, usage: Usage) -> None:
+        self._usage = _add(self._usage, usage)
+
+    @property
+    def total(self) -> Usage:
+        return _add(self._usage, Usage(0, sum(self._unfinished.values()), 0))
+
+
+def _add(a: Usage, b: Usage) -> Usage:
+    return Usage(
+        a.prompt_tokens + b.prompt_tokens, a.completion_tokens + b.completion_tokens, a.cached_tokens + b.cached_tokens
+    )
+
+
+def meter_of(scope: Scope, timer: Callable[[], float] = time.perf_counter) -> Meter:
+    """The request's meter, placed by the outermost layer that needs one."""
+    state = request_state(scope)
+    meter: Meter | None = state.get(USAGE)
+    if meter is None:
+        meter = state[USAGE] = Meter(timer)
+    return meter
