@@ -28,6 +28,7 @@ __all__ = [
     "Meta",
     "Parsed",
     "StreamEncoder",
+    "Unrecorded",
     "GenerateRoute",
     "EmbedRoute",
     "CountRoute",
@@ -45,6 +46,7 @@ Reply = tuple[int, Any]
 """A status and a JSON-able body."""
 
 R = TypeVar("R")
+O = TypeVar("O")
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -58,12 +60,13 @@ class Meta:
 
 
 @dataclass(frozen=True)
-class Parsed(Generic[R]):
-    """A core request plus the wire-only options the renderer needs (stream, usage chunk...)."""
+class Parsed(Generic[R, O]):
+    """A core request plus the wire-only options its protocol's renderer needs (a usage chunk,
+    an encoding, stored-state ids...): each protocol's own type, or None."""
 
     request: R
+    options: O
     stream: bool = False
-    options: Any = None
     keep_alive: float | None = None
     """Seconds the model stays loaded after this request (negative = forever, 0 = unload)."""
     load_only: bool = False
@@ -71,8 +74,7 @@ class Parsed(Generic[R]):
 
 
 class StreamEncoder(Protocol):
-    """Stateful per stream. An encoder may also define `final() -> Any`: the whole
-    response object the stream described, handed to its route's `record` afterwards."""
+    """Stateful per stream."""
 
     media_type: str
 
@@ -84,43 +86,55 @@ class StreamEncoder(Protocol):
 
     def error(self, error: LLMError) -> bytes: ...
 
+    def final(self) -> Any:
+        """The whole response object the stream described, for its route's `record`; None
+        where the route stores nothing."""
+        ...
+
+
+class Unrecorded:
+    """For the encoders of streams that no route stores: `final()` is None."""
+
+    def final(self) -> None:
+        return None
+
 
 G = TypeVar("G", bound=GenerationRequest)
 
 
-Resolve = Callable[[Parsed[G], StateStore], Awaitable[Parsed[G]]]
+Resolve = Callable[[Parsed[G, O], StateStore], Awaitable[Parsed[G, O]]]
 """Completes a parsed request from stored state (e.g. `previous_response_id`); may raise."""
 
 
 @dataclass(frozen=True)
-class GenerateRoute(Generic[G]):
+class GenerateRoute(Generic[G, O]):
     path: str
-    parse: Callable[[Any], Parsed[G]]
-    render: Callable[[Parsed[G], Meta, Sequence[GenerationEvent]], Any]
-    encoder: Callable[[Parsed[G], Meta], StreamEncoder]
+    parse: Callable[[Any], Parsed[G, O]]
+    render: Callable[[Parsed[G, O], Meta, Sequence[GenerationEvent]], Any]
+    encoder: Callable[[Parsed[G, O], Meta], StreamEncoder]
     methods: tuple[str, ...] = ("POST",)
-    resolve: Resolve[G] | None = None
-    record: Callable[[Parsed[G], Any, StateStore], Awaitable[None]] | None = None
+    resolve: Resolve[G, O] | None = None
+    record: Callable[[Parsed[G, O], Any, StateStore], Awaitable[None]] | None = None
     """Stores the finished response (rendered, or the stream encoder's `final()`)."""
 
 
 @dataclass(frozen=True)
-class EmbedRoute:
+class EmbedRoute(Generic[O]):
     path: str
-    parse: Callable[[Any], Parsed[EmbeddingRequest]]
-    render: Callable[[Parsed[EmbeddingRequest], Meta, EmbeddingResult], Any]
+    parse: Callable[[Any], Parsed[EmbeddingRequest, O]]
+    render: Callable[[Parsed[EmbeddingRequest, O], Meta, EmbeddingResult], Any]
     methods: tuple[str, ...] = ("POST",)
 
 
 @dataclass(frozen=True)
-class CountRoute(Generic[G]):
+class CountRoute(Generic[G, O]):
     """Counts a request's prompt tokens without generating."""
 
     path: str
-    parse: Callable[[Any], Parsed[G]]
-    render: Callable[[Parsed[G], int], Any]
+    parse: Callable[[Any], Parsed[G, O]]
+    render: Callable[[Parsed[G, O], int], Any]
     methods: tuple[str, ...] = ("POST",)
-    resolve: Resolve[G] | None = None
+    resolve: Resolve[G, O] | None = None
 
 
 @dataclass(frozen=True)
@@ -155,7 +169,7 @@ class StateRoute:
     methods: tuple[str, ...] = ("GET",)
 
 
-Route = Union[GenerateRoute[Any], EmbedRoute, CountRoute[Any], InfoRoute, StateRoute]
+Route = Union[GenerateRoute[Any, Any], EmbedRoute[Any], CountRoute[Any, Any], InfoRoute, StateRoute]
 
 
 @dataclass(frozen=True)

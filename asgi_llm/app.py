@@ -46,6 +46,10 @@ Layer = Callable[[ASGIApp], ASGIApp]
 log = logging.getLogger("asgi_llm")
 
 _HEALTH = "health"
+_ROUTED = "asgi_llm.routed"
+"""This app's route match for the request, made once when the request arrives."""
+
+Routed = tuple[Match[tuple[Route | str, Adapter]] | None, Adapter]
 
 
 def _store_from(settings: Settings) -> StateStore:
@@ -112,7 +116,10 @@ class LLMApp:
     def classify(self, scope: Scope) -> RequestInfo:
         """Which protocol and route a request is for, and its error envelope — what the
         middleware layers need; pass it as their `classify` to wrap this app from outside."""
-        match, adapter = self._match(scope)
+        return self._describe(scope, self._match(scope))
+
+    def _describe(self, scope: Scope, routed: Routed) -> RequestInfo:
+        match, adapter = routed
         endpoint = "unmatched"
         if match is not None and match.target is not None:
             route = match.target[0]
@@ -127,7 +134,7 @@ class LLMApp:
     def _resolve_model(self, name: str) -> str | None:
         return self.pool.resolve(name) or self.pool.resolve(name.removesuffix(":latest"))
 
-    def _match(self, scope: Scope) -> tuple[Match[tuple[Route | str, Adapter]] | None, Adapter]:
+    def _match(self, scope: Scope) -> Routed:
         headers = {bytes(k).decode("latin-1").lower() for k, _ in scope.get("headers", ())}
         match = self._router.match(route_path(scope), scope.get("method", "GET"), headers)
         if match is not None and match.target is not None:
@@ -149,13 +156,16 @@ class LLMApp:
         if scope["type"] == "lifespan":
             await self._serve_lifespan(receive, send)
         elif scope["type"] == "http":
-            request_state(scope)[REQUEST] = self.classify(scope)
+            routed = self._match(scope)
+            state = request_state(scope)
+            state[_ROUTED], state[REQUEST] = routed, self._describe(scope, routed)
             await self._app(scope, receive, send)
 
     async def _serve_routed(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.pool.started:
             await self._lazy_start()
-        match, adapter = self._match(scope)
+        routed: Routed = request_state(scope)[_ROUTED]
+        match, adapter = routed
         if match is None or match.target is None:
             error: LLMError = (
                 RouteNotFound(f"No route for {scope['method']} {route_path(scope)}.")

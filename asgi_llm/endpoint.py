@@ -129,7 +129,7 @@ class Endpoint:
         else:
             await self._generate(route, body, meter, state.get(MAX_TOKENS), store, receive, send)
 
-    async def _embed(self, route: EmbedRoute, body: Any, meter: Meter, receive: Receive, send: Send) -> None:
+    async def _embed(self, route: EmbedRoute[Any], body: Any, meter: Meter, receive: Receive, send: Send) -> None:
         parsed = route.parse(body)
         async with self._pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
             meta = _meta(model_id)
@@ -142,7 +142,7 @@ class Endpoint:
 
     async def _generate(
         self,
-        route: GenerateRoute[Any],
+        route: GenerateRoute[Any, Any],
         body: Any,
         meter: Meter,
         cap: int | None,
@@ -173,7 +173,7 @@ class Endpoint:
 
     async def _stream(
         self,
-        route: GenerateRoute[Any],
+        route: GenerateRoute[Any, Any],
         parsed: Any,
         meta: Meta,
         events: AsyncGenerator[GenerationEvent, None],
@@ -192,8 +192,7 @@ class Endpoint:
                 meter.event(event)
                 await send({"type": "http.response.body", "body": encoder.event(event), "more_body": True})
             tail = encoder.close()
-            final = getattr(encoder, "final", None)
-            await _record(route, parsed, final() if final is not None else None, store)
+            await _record(route, parsed, encoder.final(), store)
         except LLMError as error:
             tail = encoder.error(error)
         except Exception:
@@ -202,7 +201,7 @@ class Endpoint:
         await send({"type": "http.response.body", "body": tail, "more_body": False})
 
 
-async def _record(route: GenerateRoute[Any], parsed: Any, final: Any, store: StateStore) -> None:
+async def _record(route: GenerateRoute[Any, Any], parsed: Any, final: Any, store: StateStore) -> None:
     if route.record is not None and final is not None:
         await route.record(parsed, final, store)
 
@@ -226,7 +225,7 @@ async def _collect(events: AsyncGenerator[GenerationEvent, None], meter: Meter) 
     return collected
 
 
-def _capped(parsed: Parsed[Any], cap: int | None) -> Parsed[Any]:
+def _capped(parsed: Parsed[Any, Any], cap: int | None) -> Parsed[Any, Any]:
     """A per-key `max_tokens` cap: the default for requests naming none, a 400 above it."""
     sampling = parsed.request.sampling
     if cap is None or (sampling.max_tokens is not None and sampling.max_tokens <= cap):

@@ -128,7 +128,7 @@ _ALLOWED = {"user": ("text", "tool_result"), "assistant": ("text", "tool_use", "
 _TOOL_CHOICES: dict[str, ToolChoice] = {"auto": "auto", "any": "required", "none": "none"}
 
 
-def parse(body: Any) -> Parsed[ChatRequest]:
+def parse(body: Any) -> Parsed[ChatRequest, None]:
     wire = validate(MessagesBody, body)
     sampling = SamplingParams(
         max_tokens=wire.max_tokens,
@@ -138,11 +138,11 @@ def parse(body: Any) -> Parsed[ChatRequest]:
         stop=tuple(wire.stop_sequences or ()),
     )
     user = wire.metadata.user_id if wire.metadata else None
-    return Parsed(_request(wire, sampling, user), stream=bool(wire.stream))
+    return Parsed(_request(wire, sampling, user), None, stream=bool(wire.stream))
 
 
-def parse_count(body: Any) -> Parsed[ChatRequest]:
-    return Parsed(_request(validate(CountBody, body), SamplingParams(), None))
+def parse_count(body: Any) -> Parsed[ChatRequest, None]:
+    return Parsed(_request(validate(CountBody, body), SamplingParams(), None), None)
 
 
 def _request(wire: CountBody, sampling: SamplingParams, user: str | None) -> ChatRequest:
@@ -279,11 +279,11 @@ def _result(block: Block, param: str) -> str:
 # -- rendering -------------------------------------------------------------------------------------------
 
 
-def render(parsed: Parsed[ChatRequest], meta: Meta, events: Sequence[GenerationEvent]) -> dict[str, Any]:
+def render(parsed: Parsed[ChatRequest, None], meta: Meta, events: Sequence[GenerationEvent]) -> dict[str, Any]:
     return fold_message(meta, events)
 
 
-def render_count(parsed: Parsed[ChatRequest], count: int) -> dict[str, int]:
+def render_count(parsed: Parsed[ChatRequest, None], count: int) -> dict[str, int]:
     return {"input_tokens": count}
 
 

@@ -25,7 +25,7 @@ from asgi_llm.core import (
 )
 
 from .common import render_error, sse
-from ..base import Meta, Parsed
+from ..base import Meta, Parsed, Unrecorded
 
 __all__ = ["MessageStream", "fold_message"]
 
@@ -166,7 +166,7 @@ def fold_message(meta: Meta, events: Sequence[GenerationEvent]) -> dict[str, Any
     return _message(meta, _fold(ops), _stop(finish), finish.usage if finish else Usage(0, 0))
 
 
-class MessageStream:
+class MessageStream(Unrecorded):
     """`message_start` and a `ping` first, then each block's start/delta/stop, `message_delta`, `message_stop`.
 
     Usage is only known at the finish, so `message_start` counts zero tokens and
@@ -175,7 +175,7 @@ class MessageStream:
 
     media_type = "text/event-stream"
 
-    def __init__(self, parsed: Parsed[ChatRequest], meta: Meta) -> None:
+    def __init__(self, parsed: Parsed[ChatRequest, None], meta: Meta) -> None:
         self._meta = meta
         self._blocks = _Blocks()
 

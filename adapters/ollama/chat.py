@@ -53,7 +53,7 @@ class ChatBody(GenerateFields):
     tools: list[WireTool] | None = None
 
 
-def parse(body: Any) -> Parsed[ChatRequest]:
+def parse(body: Any) -> Parsed[ChatRequest, None]:
     wire = validate(ChatBody, body)
     request = ChatRequest(
         model=model_name(wire.model),
@@ -63,7 +63,7 @@ def parse(body: Any) -> Parsed[ChatRequest]:
     )
     # No messages is Ollama's "load the model" call (with `keep_alive: 0`, "unload" it).
     keep_alive = keep_alive_seconds(wire.keep_alive)
-    return Parsed(request, stream=wire.stream, keep_alive=keep_alive, load_only=not wire.messages)
+    return Parsed(request, None, stream=wire.stream, keep_alive=keep_alive, load_only=not wire.messages)
 
 
 def _messages(wire: Sequence[WireMessage]) -> tuple[Message, ...]:
@@ -111,7 +111,7 @@ def fields(delta: Delta) -> dict[str, Any]:
 
 
 def render(
-    parsed: Parsed[ChatRequest], meta: Meta, events: Sequence[GenerationEvent], now_ns: Clock = time.time_ns
+    parsed: Parsed[ChatRequest, None], meta: Meta, events: Sequence[GenerationEvent], now_ns: Clock = time.time_ns
 ) -> dict[str, Any]:
     return render_reply(parsed, meta, events, fields, now_ns)
 

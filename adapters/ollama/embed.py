@@ -31,7 +31,7 @@ class EmbeddingsBody(Wire):
     keep_alive: float | str | None = None
 
 
-def parse_embed(body: Any) -> Parsed[EmbeddingRequest]:
+def parse_embed(body: Any) -> Parsed[EmbeddingRequest, None]:
     """An empty `input` is Ollama's way to load the model: it answers with no embeddings."""
     wire = validate(EmbedBody, body)
     if wire.dimensions is not None:
@@ -44,11 +44,11 @@ def parse_embed(body: Any) -> Parsed[EmbeddingRequest]:
             if not text:
                 raise InvalidRequest("An input string is empty.", param=f"input[{i}]")
     request = EmbeddingRequest(model=model_name(wire.model), inputs=inputs, truncate=wire.truncate)
-    return Parsed(request, keep_alive=keep_alive_seconds(wire.keep_alive))
+    return Parsed(request, None, keep_alive=keep_alive_seconds(wire.keep_alive))
 
 
 def render_embed(
-    parsed: Parsed[EmbeddingRequest], meta: Meta, result: EmbeddingResult, now_ns: Clock = time.time_ns
+    parsed: Parsed[EmbeddingRequest, None], meta: Meta, result: EmbeddingResult, now_ns: Clock = time.time_ns
 ) -> dict[str, Any]:
     durations = estimated_durations(meta, now_ns)
     return {
@@ -60,14 +60,14 @@ def render_embed(
     }
 
 
-def parse_embeddings(body: Any) -> Parsed[EmbeddingRequest]:
+def parse_embeddings(body: Any) -> Parsed[EmbeddingRequest, None]:
     """The legacy form; an empty prompt (loading the model) gets an empty embedding back."""
     wire = validate(EmbeddingsBody, body)
     request = EmbeddingRequest(model=model_name(wire.model), inputs=(wire.prompt,) if wire.prompt else ())
-    return Parsed(request, keep_alive=keep_alive_seconds(wire.keep_alive))
+    return Parsed(request, None, keep_alive=keep_alive_seconds(wire.keep_alive))
 
 
-def render_embeddings(parsed: Parsed[EmbeddingRequest], meta: Meta, result: EmbeddingResult) -> dict[str, Any]:
+def render_embeddings(parsed: Parsed[EmbeddingRequest, None], meta: Meta, result: EmbeddingResult) -> dict[str, Any]:
     return {"embedding": list(result.embeddings[0].vector) if result.embeddings else []}
 
 

@@ -25,7 +25,7 @@ class GenerateBody(GenerateFields):
     images: list[str] | None = None
 
 
-def parse(body: Any) -> Parsed[GenerationRequest]:
+def parse(body: Any) -> Parsed[GenerationRequest, None]:
     wire = validate(GenerateBody, body)
     _refuse_unsupported(wire)
     params = sampling(wire.options, logprobs=wire.logprobs, top_logprobs=wire.top_logprobs, fmt=wire.format)
@@ -34,13 +34,13 @@ def parse(body: Any) -> Parsed[GenerationRequest]:
     request: GenerationRequest
     if not wire.prompt:  # Ollama's "load the model" call (with `keep_alive: 0`, "unload" it)
         request = ChatRequest(model=model, messages=(), sampling=params)
-        return Parsed(request, stream=wire.stream, keep_alive=keep_alive, load_only=True)
+        return Parsed(request, None, stream=wire.stream, keep_alive=keep_alive, load_only=True)
     if wire.raw:  # the prompt is already templated; like Ollama, `system` has no place in it
         request = CompletionRequest(model=model, prompts=(wire.prompt,), sampling=params)
     else:
         system = (Message(role="system", content=wire.system),) if wire.system else ()
         request = ChatRequest(model=model, messages=(*system, Message(role="user", content=wire.prompt)), sampling=params)
-    return Parsed(request, stream=wire.stream, keep_alive=keep_alive)
+    return Parsed(request, None, stream=wire.stream, keep_alive=keep_alive)
 
 
 def _refuse_unsupported(wire: GenerateBody) -> None:
@@ -63,7 +63,7 @@ def fields(delta: Delta) -> dict[str, Any]:
 
 
 def render(
-    parsed: Parsed[GenerationRequest], meta: Meta, events: Sequence[GenerationEvent], now_ns: Clock = time.time_ns
+    parsed: Parsed[GenerationRequest, None], meta: Meta, events: Sequence[GenerationEvent], now_ns: Clock = time.time_ns
 ) -> dict[str, Any]:
     return render_reply(parsed, meta, events, fields, now_ns)
 

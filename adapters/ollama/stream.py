@@ -25,7 +25,7 @@ from asgi_llm.core import (
     ToolCallStart,
 )
 
-from ..base import Meta, Parsed
+from ..base import Meta, Parsed, Unrecorded
 from .common import NDJSON, Clock, Durations, done_reason, estimated_durations, ndjson, rfc3339
 
 __all__ = ["Delta", "Fields", "Turn", "NdjsonStream", "render_reply"]
@@ -122,14 +122,14 @@ def _done(finish: Finish | None, durations: Durations) -> dict[str, Any]:
     }
 
 
-def _loaded(parsed: Parsed[Any], meta: Meta, fields: Fields) -> dict[str, Any]:
+def _loaded(parsed: Parsed[Any, None], meta: Meta, fields: Fields) -> dict[str, Any]:
     """Ollama's answer to "load the model" (an empty prompt), or with `keep_alive: 0`, "unload" it."""
     reason = "unload" if parsed.keep_alive == 0 else "load"
     return {**_head(meta), **fields(Delta()), "done": True, "done_reason": reason}
 
 
 def render_reply(
-    parsed: Parsed[Any], meta: Meta, events: Sequence[GenerationEvent], fields: Fields, now_ns: Clock
+    parsed: Parsed[Any, None], meta: Meta, events: Sequence[GenerationEvent], fields: Fields, now_ns: Clock
 ) -> dict[str, Any]:
     """The `stream: false` reply (and any load call's): the whole message and the `done` fields."""
     if parsed.load_only:
@@ -144,7 +144,7 @@ def render_reply(
     return {**body, **_done(turn.finish, estimated_durations(meta, now_ns))}
 
 
-class NdjsonStream:
+class NdjsonStream(Unrecorded):
     """One JSON object a line; the last says `done` and carries counts and nanosecond timings.
 
     Timings come from `clock` (nanoseconds): total from construction to `close`, prompt
@@ -153,7 +153,7 @@ class NdjsonStream:
 
     media_type = NDJSON
 
-    def __init__(self, parsed: Parsed[Any], meta: Meta, clock: Clock = time.perf_counter_ns) -> None:
+    def __init__(self, parsed: Parsed[Any, None], meta: Meta, clock: Clock = time.perf_counter_ns) -> None:
         self._meta = meta
         self._clock = clock
         self._start = clock()

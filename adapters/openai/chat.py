@@ -28,7 +28,7 @@ from asgi_llm.core import (
     total_usage,
 )
 
-from ..base import GenerateRoute, Meta, Parsed, validate
+from ..base import GenerateRoute, Meta, Parsed, Unrecorded, validate
 from ..json_output import json_object, json_schema
 from .common import SSE_DONE, SamplingBody, Wire, chat_logprobs, render_error, sampling_params, sse, usage_dict
 
@@ -109,7 +109,7 @@ class ChatOptions:
     include_usage: bool = False
 
 
-def parse(body: Any) -> Parsed[ChatRequest]:
+def parse(body: Any) -> Parsed[ChatRequest, ChatOptions]:
     wire = validate(ChatBody, body)
     _refuse_unsupported(wire)
     if wire.top_logprobs and not wire.logprobs:
@@ -132,7 +132,7 @@ def parse(body: Any) -> Parsed[ChatRequest]:
         parallel_tool_calls=wire.parallel_tool_calls is not False,
     )
     include_usage = bool(wire.stream_options and wire.stream_options.include_usage)
-    return Parsed(request, stream=bool(wire.stream), options=ChatOptions(include_usage))
+    return Parsed(request, ChatOptions(include_usage), stream=bool(wire.stream))
 
 
 def _tool_choice(wire: ChatBody) -> ToolChoice:
@@ -195,7 +195,7 @@ def _text(content: str | list[ContentPart] | None, param: str) -> str:
     return "".join(texts)
 
 
-def render(parsed: Parsed[ChatRequest], meta: Meta, events: Sequence[GenerationEvent]) -> dict[str, Any]:
+def render(parsed: Parsed[ChatRequest, ChatOptions], meta: Meta, events: Sequence[GenerationEvent]) -> dict[str, Any]:
     n = parsed.request.n
     texts: list[list[str]] = [[] for _ in range(n)]
     reasoning: list[list[str]] = [[] for _ in range(n)]
@@ -248,15 +248,15 @@ def _message_out(content: str, reasoning: str, calls: list[dict[str, Any]]) -> d
     return message
 
 
-class ChatStream:
+class ChatStream(Unrecorded):
     """`chat.completion.chunk` events: role first, then content, a finish chunk per choice."""
 
     media_type = "text/event-stream"
 
-    def __init__(self, parsed: Parsed[ChatRequest], meta: Meta) -> None:
+    def __init__(self, parsed: Parsed[ChatRequest, ChatOptions], meta: Meta) -> None:
         self._meta = meta
         self._logprobs = parsed.request.sampling.logprobs
-        self._include_usage = isinstance(parsed.options, ChatOptions) and parsed.options.include_usage
+        self._include_usage = parsed.options.include_usage
         self._opened: set[int] = set()
         self._finishes: list[Finish] = []
 

@@ -20,7 +20,7 @@ from asgi_llm.core import (
     total_usage,
 )
 
-from ..base import GenerateRoute, Meta, Parsed, validate
+from ..base import GenerateRoute, Meta, Parsed, Unrecorded, validate
 from .common import SSE_DONE, SamplingBody, render_error, sampling_params, sse, usage_dict
 
 __all__ = ["parse", "render", "CompletionStream", "ROUTE"]
@@ -43,7 +43,7 @@ class CompletionOptions:
     logprobs: int | None = None
 
 
-def parse(body: Any) -> Parsed[CompletionRequest]:
+def parse(body: Any) -> Parsed[CompletionRequest, CompletionOptions]:
     wire = validate(CompletionBody, body)
     if wire.suffix:
         raise Unsupported("'suffix' (insertion) is not supported.", param="suffix")
@@ -59,7 +59,7 @@ def parse(body: Any) -> Parsed[CompletionRequest]:
         model=wire.model, prompts=prompts, sampling=sampling, n=wire.n or 1, echo=bool(wire.echo), user=wire.user
     )
     include_usage = bool(wire.stream_options and wire.stream_options.include_usage)
-    return Parsed(request, stream=bool(wire.stream), options=CompletionOptions(include_usage, wire.logprobs))
+    return Parsed(request, CompletionOptions(include_usage, wire.logprobs), stream=bool(wire.stream))
 
 
 def _prompts(prompt: Prompt) -> tuple[str | tuple[int, ...], ...]:
@@ -85,7 +85,7 @@ def completion_logprobs(tokens: Sequence[TokenLogprob], offset: int) -> dict[str
     }
 
 
-def render(parsed: Parsed[CompletionRequest], meta: Meta, events: Sequence[GenerationEvent]) -> dict[str, Any]:
+def render(parsed: Parsed[CompletionRequest, CompletionOptions], meta: Meta, events: Sequence[GenerationEvent]) -> dict[str, Any]:
     count = len(parsed.request.prompts) * parsed.request.n
     texts: list[list[str]] = [[] for _ in range(count)]
     logprobs: list[list[TokenLogprob]] = [[] for _ in range(count)]
@@ -118,12 +118,12 @@ def render(parsed: Parsed[CompletionRequest], meta: Meta, events: Sequence[Gener
     }
 
 
-class CompletionStream:
+class CompletionStream(Unrecorded):
     media_type = "text/event-stream"
 
-    def __init__(self, parsed: Parsed[CompletionRequest], meta: Meta) -> None:
+    def __init__(self, parsed: Parsed[CompletionRequest, CompletionOptions], meta: Meta) -> None:
         self._meta = meta
-        options = parsed.options if isinstance(parsed.options, CompletionOptions) else CompletionOptions()
+        options = parsed.options
         self._include_usage = options.include_usage
         self._logprobs = parsed.request.sampling.logprobs
         self._offsets: dict[int, int] = {}

@@ -15,18 +15,21 @@ from .common import Wire
 
 __all__ = ["parse", "render", "ROUTE"]
 
+Encoding = Literal["float", "base64"]
+"""How the embedding vectors go out: the options of a parsed embeddings request."""
+
 EmbeddingInput = str | list[str] | list[int] | list[list[int]]
 
 
 class EmbeddingBody(Wire):
     model: str
     input: EmbeddingInput
-    encoding_format: Literal["float", "base64"] = "float"
+    encoding_format: Encoding = "float"
     dimensions: Annotated[int, Field(ge=1)] | None = None
     user: str | None = None
 
 
-def parse(body: Any) -> Parsed[EmbeddingRequest]:
+def parse(body: Any) -> Parsed[EmbeddingRequest, Encoding]:
     wire = validate(EmbeddingBody, body)
     if wire.dimensions is not None:
         raise Unsupported("'dimensions' is not supported; this model has a fixed size.", param="dimensions")
@@ -43,16 +46,16 @@ def parse(body: Any) -> Parsed[EmbeddingRequest]:
     for i, item in enumerate(inputs):
         if isinstance(item, str) and not item:
             raise InvalidRequest("An input string is empty.", param=f"input[{i}]")
-    return Parsed(EmbeddingRequest(model=wire.model, inputs=inputs, user=wire.user), options=wire.encoding_format)
+    return Parsed(EmbeddingRequest(model=wire.model, inputs=inputs, user=wire.user), wire.encoding_format)
 
 
-def _encode(vector: tuple[float, ...], encoding: str) -> list[float] | str:
+def _encode(vector: tuple[float, ...], encoding: Encoding) -> list[float] | str:
     if encoding == "base64":
         return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
     return list(vector)
 
 
-def render(parsed: Parsed[EmbeddingRequest], meta: Meta, result: EmbeddingResult) -> dict[str, Any]:
+def render(parsed: Parsed[EmbeddingRequest, Encoding], meta: Meta, result: EmbeddingResult) -> dict[str, Any]:
     return {
         "object": "list",
         "data": [

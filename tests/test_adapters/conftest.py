@@ -24,7 +24,7 @@ from asgi_llm.adapters.base import Parsed
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 
-CheckOutputs = Callable[[Path, Parsed[Any], Any, bytes | None], None]
+CheckOutputs = Callable[[Path, Parsed[Any, Any], Any, bytes | None], None]
 
 
 def golden_cases(adapter: str) -> list[Path]:
@@ -62,7 +62,7 @@ def _check_bytes(case: Path, name: str, actual: bytes) -> None:
     assert actual == path.read_bytes()
 
 
-def _parsed_json(parsed: Parsed[Any]) -> dict[str, Any]:
+def _parsed_json(parsed: Parsed[Any, Any]) -> dict[str, Any]:
     options = parsed.options
     if dataclasses.is_dataclass(options) and not isinstance(options, type):
         options = dataclasses.asdict(options)
@@ -75,7 +75,7 @@ def _parsed_json(parsed: Parsed[Any]) -> dict[str, Any]:
     }
 
 
-def _check_outputs(case: Path, parsed: Parsed[Any], response: Any, stream: bytes | None) -> None:
+def _check_outputs(case: Path, parsed: Parsed[Any, Any], response: Any, stream: bytes | None) -> None:
     _check_json(case, "parsed.json", _parsed_json(parsed))
     _check_json(case, "response.json", response)
     if stream is not None:

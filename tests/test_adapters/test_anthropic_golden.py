@@ -35,7 +35,7 @@ GENERATIONS = sorted(p for p in GOLDEN.iterdir() if (p / "events.json").is_file(
 STREAM_EVENT: TypeAdapter[RawMessageStreamEvent] = TypeAdapter(RawMessageStreamEvent)
 
 LoadJson = Callable[[Path, str], Any]
-CheckOutputs = Callable[[Path, Parsed[Any], Any, bytes | None], None]
+CheckOutputs = Callable[[Path, Parsed[Any, Any], Any, bytes | None], None]
 CoreEvents = Callable[[Any], list[GenerationEvent]]
 StreamBytes = Callable[[Path], bytes]
 LoadCatalog = Callable[[str], list[ModelCard]]

@@ -29,7 +29,7 @@ from asgi_llm.core import Embedding, EmbeddingResult, GenerationEvent, LLMError,
 META = Meta(request_id="test", created=1700000000, model="m")
 
 LoadJson = Callable[[Path, str], Any]
-CheckOutputs = Callable[[Path, Parsed[Any], Any, bytes | None], None]
+CheckOutputs = Callable[[Path, Parsed[Any, Any], Any, bytes | None], None]
 LoadCatalog = Callable[[str], list[ModelCard]]
 
 

@@ -22,9 +22,9 @@ from asgi_llm.core import ChatRequest, GenerationEvent, Overloaded
 
 SpecValidate = Callable[[Any, str], None]
 LoadJson = Callable[[Path, str], Any]
-CheckOutputs = Callable[[Path, Parsed[Any], Any, bytes | None], None]
+CheckOutputs = Callable[[Path, Parsed[Any, Any], Any, bytes | None], None]
 ParseNamedSSE = Callable[[bytes], list[dict[str, Any]]]
-Replay = Callable[[Path], tuple[Parsed[ChatRequest], list[GenerationEvent], bool, bytes, Any]]
+Replay = Callable[[Path], tuple[Parsed[ChatRequest, Any], list[GenerationEvent], bool, bytes, Any]]
 
 META = Meta(request_id="test", created=1700000000, model="m")
 
@@ -52,7 +52,7 @@ ENDS = ("response.completed", "response.incomplete", "response.failed")
 def replay(load_json: LoadJson, core_events: Callable[[Any], list[GenerationEvent]]) -> Replay:
     """`replay(case)`: the parsed request, its core events, whether the stream fails, its bytes and final response."""
 
-    def replay_case(case: Path) -> tuple[Parsed[ChatRequest], list[GenerationEvent], bool, bytes, Any]:
+    def replay_case(case: Path) -> tuple[Parsed[ChatRequest, Any], list[GenerationEvent], bool, bytes, Any]:
         parsed = openai_responses.parse(load_json(case, "request.json"))
         raw = load_json(case, "events.json")
         fails = bool(raw) and raw[-1]["type"] == "error"

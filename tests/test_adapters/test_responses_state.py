@@ -51,7 +51,7 @@ def _finish(prompt: int = 10) -> Finish:
 
 async def _turn(
     store: DictStore, request_id: str, body: dict[str, Any], events: Sequence[GenerationEvent]
-) -> tuple[Parsed[ChatRequest], dict[str, Any]]:
+) -> tuple[Parsed[ChatRequest, Any], dict[str, Any]]:
     """One request through the hooks the way the app drives them: parse, resolve, render, record."""
     parsed = await openai_responses.resolve(openai_responses.parse({"model": "m", **body}), store)
     response = openai_responses.render(parsed, Meta(request_id, 1700000000, "m"), events)

@@ -210,3 +210,19 @@ def test_the_middleware_package_exports_exactly_its_public_names() -> None:
     public = {n for n, v in vars(module).items() if not n.startswith("_") and not isinstance(v, type(os))}
     public.discard("annotations")
     assert set(module.__all__) == public
+
+
+async def test_each_request_is_routed_once(kit: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The match made when a request arrives serves its layers (protocol, envelope, metrics
+    label) and its endpoint alike: one router walk per request, found or not."""
+    llm = LLMApp(pool=kit.fake_pool(), adapters=kit.ALL)
+    walks: list[str] = []
+    match = llm._router.match
+    monkeypatch.setattr(llm._router, "match", lambda path, *rest: walks.append(path) or match(path, *rest))
+    async with kit.running(llm):
+        chat = await kit.drive(llm, "POST", "/chat/completions", json=kit.CHAT)
+        missing = await kit.drive(llm, "GET", "/api/no-such-route")
+        wrong_method = await kit.drive(llm, "GET", "/chat/completions")
+    assert chat.status == 200 and chat.json()["object"] == "chat.completion"
+    assert missing.status == 404 and wrong_method.status == 405
+    assert walks == ["/chat/completions", "/api/no-such-route", "/chat/completions"]

@@ -131,19 +131,19 @@ class ResponsesOptions:
     """The previous response's whole conversation, filled in by `resolve`."""
 
 
-def parse(body: Any) -> Parsed[ChatRequest]:
+def parse(body: Any) -> Parsed[ChatRequest, ResponsesOptions]:
     wire = validate(ResponsesBody, body)
     return _parse(wire, wire.model)
 
 
-def parse_count(body: Any) -> Parsed[ChatRequest]:
+def parse_count(body: Any) -> Parsed[ChatRequest, ResponsesOptions]:
     wire = validate(CountBody, body)
     if wire.model is None and wire.previous_response_id is None:
         raise InvalidRequest("Missing required parameter: 'model'.", param="model")
     return _parse(wire, wire.model or "")
 
 
-def _parse(wire: _Body, model: str) -> Parsed[ChatRequest]:
+def _parse(wire: _Body, model: str) -> Parsed[ChatRequest, ResponsesOptions]:
     _refuse_unsupported(wire)
     items = normalize_input(wire.input)
     if not items and wire.instructions is None and wire.previous_response_id is None:
@@ -171,7 +171,7 @@ def _parse(wire: _Body, model: str) -> Parsed[ChatRequest]:
     options = ResponsesOptions(
         wire.instructions, tuple(items), _echo(wire, tools, sampling), store, wire.previous_response_id
     )
-    return Parsed(request, stream=bool(wire.stream), options=options)
+    return Parsed(request, options, stream=bool(wire.stream))
 
 
 def _output_format(fmt: _TextFormat | None) -> OutputFormat | None:
@@ -270,32 +270,27 @@ def _echo(wire: _Body, tools: list[dict[str, Any]], sampling: SamplingParams) ->
     return echo
 
 
-def _options(parsed: Parsed[ChatRequest]) -> ResponsesOptions:
-    assert isinstance(parsed.options, ResponsesOptions)
-    return parsed.options
-
-
-def render(parsed: Parsed[ChatRequest], meta: Meta, events: Sequence[GenerationEvent]) -> dict[str, Any]:
+def render(parsed: Parsed[ChatRequest, ResponsesOptions], meta: Meta, events: Sequence[GenerationEvent]) -> dict[str, Any]:
     out = Output(meta.request_id)
     for event in events:
         out.feed(event)
-    return finished(meta, _options(parsed).echo, out)
+    return finished(meta, parsed.options.echo, out)
 
 
-def encoder(parsed: Parsed[ChatRequest], meta: Meta) -> ResponsesStream:
-    return ResponsesStream(_options(parsed).echo, meta)
+def encoder(parsed: Parsed[ChatRequest, ResponsesOptions], meta: Meta) -> ResponsesStream:
+    return ResponsesStream(parsed.options.echo, meta)
 
 
-def render_count(parsed: Parsed[ChatRequest], count: int) -> dict[str, Any]:
+def render_count(parsed: Parsed[ChatRequest, ResponsesOptions], count: int) -> dict[str, Any]:
     return {"object": "response.input_tokens", "input_tokens": count}
 
 
-async def resolve(parsed: Parsed[ChatRequest], store: StateStore) -> Parsed[ChatRequest]:
+async def resolve(parsed: Parsed[ChatRequest, ResponsesOptions], store: StateStore) -> Parsed[ChatRequest, ResponsesOptions]:
     """Puts the previous response's conversation before this request's input.
 
     Only this request's `instructions` apply: the previous ones are not carried over.
     """
-    options = _options(parsed)
+    options = parsed.options
     if options.previous_response_id is None:
         return parsed
     stored = await store.get(options.previous_response_id)
@@ -312,9 +307,9 @@ async def resolve(parsed: Parsed[ChatRequest], store: StateStore) -> Parsed[Chat
     return replace(parsed, request=request, options=replace(options, history=history))
 
 
-async def record(parsed: Parsed[ChatRequest], response: Any, store: StateStore) -> None:
+async def record(parsed: Parsed[ChatRequest, ResponsesOptions], response: Any, store: StateStore) -> None:
     """Keeps a finished response (unless `store` is false) with its conversation, every item with an id."""
-    options = _options(parsed)
+    options = parsed.options
     if not options.store or not isinstance(response, dict):
         return
     key: str = response["id"]
