@@ -28,6 +28,19 @@ from asgi_llm.core import (
     total_usage,
 )
 
+from asgi_llm.wire.openai_chat import (
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatMessage,
+    Choice,
+    ChunkChoice,
+    ChunkDelta,
+    ChunkFunction,
+    ChunkToolCall,
+    Logprobs,
+)
+from asgi_llm.wire.openai_chat import ToolCall as ToolCallOut
+
 from ..base import GenerateRoute, Meta, Parsed, Unrecorded, validate
 from ..json_output import json_object, json_schema
 from .common import SSE_DONE, SamplingBody, Wire, chat_logprobs, render_error, sampling_params, sse, usage_dict
@@ -195,12 +208,12 @@ def _text(content: str | list[ContentPart] | None, param: str) -> str:
     return "".join(texts)
 
 
-def render(parsed: Parsed[ChatRequest, ChatOptions], meta: Meta, events: Sequence[GenerationEvent]) -> dict[str, Any]:
+def render(parsed: Parsed[ChatRequest, ChatOptions], meta: Meta, events: Sequence[GenerationEvent]) -> ChatCompletion:
     n = parsed.request.n
     texts: list[list[str]] = [[] for _ in range(n)]
     reasoning: list[list[str]] = [[] for _ in range(n)]
     logprobs: list[list[Any]] = [[] for _ in range(n)]
-    calls: list[dict[int, dict[str, Any]]] = [{} for _ in range(n)]
+    calls: list[dict[int, ToolCallOut]] = [{} for _ in range(n)]
     finishes: dict[int, Finish] = {}
     for event in events:
         if isinstance(event, TextDelta):
@@ -214,7 +227,7 @@ def render(parsed: Parsed[ChatRequest, ChatOptions], meta: Meta, events: Sequenc
             calls[event.index][event.call_index]["function"]["arguments"] += event.arguments
         elif isinstance(event, Finish):
             finishes[event.index] = event
-    choices = [
+    choices: list[Choice] = [
         {
             "index": i,
             "message": _message_out("".join(texts[i]), "".join(reasoning[i]), list(calls[i].values())),
@@ -235,17 +248,23 @@ def render(parsed: Parsed[ChatRequest, ChatOptions], meta: Meta, events: Sequenc
     }
 
 
-def _call_out(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+def _call_out(call_id: str, name: str, arguments: str) -> ToolCallOut:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
-def _message_out(content: str, reasoning: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": content or (None if calls else ""), "refusal": None}
+def _message_out(content: str, reasoning: str, calls: list[ToolCallOut]) -> ChatMessage:
+    message: ChatMessage = {"role": "assistant", "content": content or (None if calls else ""), "refusal": None}
     if calls:
         message["tool_calls"] = calls
     if reasoning:
         message["reasoning_content"] = reasoning  # the de-facto field of llama.cpp and DeepSeek
     return message
+
+
+def _chunk_choice(
+    index: int, delta: ChunkDelta, logprobs: Logprobs | None = None, finish_reason: str | None = None
+) -> ChunkChoice:
+    return {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}
 
 
 class ChatStream(Unrecorded):
@@ -260,8 +279,8 @@ class ChatStream(Unrecorded):
         self._opened: set[int] = set()
         self._finishes: list[Finish] = []
 
-    def _chunk(self, choices: list[dict[str, Any]]) -> dict[str, Any]:
-        chunk: dict[str, Any] = {
+    def _chunk(self, choices: list[ChunkChoice]) -> ChatCompletionChunk:
+        chunk: ChatCompletionChunk = {
             "id": f"chatcmpl-{self._meta.request_id}",
             "object": "chat.completion.chunk",
             "created": self._meta.created,
@@ -279,24 +298,26 @@ class ChatStream(Unrecorded):
         head = b""
         if event.index not in self._opened:
             self._opened.add(event.index)
-            delta = {"role": "assistant", "content": ""}
-            head = sse(self._chunk([{"index": event.index, "delta": delta, "logprobs": None, "finish_reason": None}]))
+            head = sse(self._chunk([_chunk_choice(event.index, {"role": "assistant", "content": ""})]))
         if isinstance(event, TextDelta):
-            logprobs = {"content": chat_logprobs(event.logprobs), "refusal": None} if self._logprobs else None
-            choice = {"index": event.index, "delta": {"content": event.text}, "logprobs": logprobs, "finish_reason": None}
+            logprobs: Logprobs | None = (
+                {"content": chat_logprobs(event.logprobs), "refusal": None} if self._logprobs else None
+            )
+            choice = _chunk_choice(event.index, {"content": event.text}, logprobs)
         elif isinstance(event, ReasoningDelta):
-            choice = {"index": event.index, "delta": {"reasoning_content": event.text}, "logprobs": None, "finish_reason": None}
+            choice = _chunk_choice(event.index, {"reasoning_content": event.text})
         elif isinstance(event, ToolCallStart):
-            call = {"index": event.call_index, **_call_out(event.id, event.name, "")}
-            choice = {"index": event.index, "delta": {"tool_calls": [call]}, "logprobs": None, "finish_reason": None}
+            function: ChunkFunction = {"name": event.name, "arguments": ""}
+            start: ChunkToolCall = {"index": event.call_index, "id": event.id, "type": "function", "function": function}
+            choice = _chunk_choice(event.index, {"tool_calls": [start]})
         elif isinstance(event, ToolCallDelta):
-            call = {"index": event.call_index, "function": {"arguments": event.arguments}}
-            choice = {"index": event.index, "delta": {"tool_calls": [call]}, "logprobs": None, "finish_reason": None}
+            delta: ChunkToolCall = {"index": event.call_index, "function": {"arguments": event.arguments}}
+            choice = _chunk_choice(event.index, {"tool_calls": [delta]})
         elif isinstance(event, ToolCallEnd):
             return head
         else:
             self._finishes.append(event)
-            choice = {"index": event.index, "delta": {}, "logprobs": None, "finish_reason": event.reason}
+            choice = _chunk_choice(event.index, {}, finish_reason=event.reason)
         return head + sse(self._chunk([choice]))
 
     def close(self) -> bytes:

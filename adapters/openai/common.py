@@ -9,6 +9,7 @@ from typing import Annotated, Any, TypedDict
 from pydantic import BaseModel, ConfigDict, Field
 
 from asgi_llm.core import InvalidRequest, LLMError, OutputFormat, SamplingParams, TokenLogprob, Usage
+from asgi_llm.wire import openai_chat as wire
 
 from ..base import Reply
 
@@ -68,7 +69,7 @@ def sse(payload: Any) -> bytes:
     return b"data: " + json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
 
 
-def usage_dict(usage: Usage) -> dict[str, Any]:
+def usage_dict(usage: Usage) -> wire.Usage:
     return {
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
@@ -78,7 +79,7 @@ def usage_dict(usage: Usage) -> dict[str, Any]:
     }
 
 
-def chat_logprobs(tokens: Sequence[TokenLogprob]) -> list[dict[str, Any]]:
+def chat_logprobs(tokens: Sequence[TokenLogprob]) -> list[wire.TokenLogprob]:
     return [
         {
             "token": t.token,

@@ -24,10 +24,11 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "asgi_llm.core": ("asgi_llm.core",),
     "asgi_llm.http": ("asgi_llm.core", "asgi_llm.http"),
     "asgi_llm.storage": ("asgi_llm.core", "asgi_llm.storage"),
+    "asgi_llm.wire": (),
     "asgi_llm.config": (),
     "asgi_llm.middleware": ("asgi_llm.core", "asgi_llm.http", "asgi_llm.storage", "asgi_llm.middleware"),
     "asgi_llm.adapters": _ADAPTER_SHARED,
-    "asgi_llm.adapters.openai": (*_ADAPTER_SHARED, "asgi_llm.adapters.openai"),
+    "asgi_llm.adapters.openai": (*_ADAPTER_SHARED, "asgi_llm.wire", "asgi_llm.adapters.openai"),
     "asgi_llm.adapters.anthropic": (*_ADAPTER_SHARED, "asgi_llm.adapters.anthropic"),
     "asgi_llm.adapters.ollama": (*_ADAPTER_SHARED, "asgi_llm.adapters.ollama"),
     "asgi_llm.engines": (
@@ -40,6 +41,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "asgi_llm.engines.upstream": (
         "asgi_llm.core",
         "asgi_llm.config",
+        "asgi_llm.wire",
         "asgi_llm.engines.decoding",
         "asgi_llm.engines.upstream",
     ),
@@ -91,6 +93,7 @@ _PURE_STDLIB = frozenset(
 OUTSIDE_ALLOWED: dict[str, frozenset[str]] = {
     "asgi_llm.core": _PURE_STDLIB - {"json", "time", "uuid", "base64", "hashlib", "struct"},
     "asgi_llm.adapters": _PURE_STDLIB | {"pydantic", "jsonschema"},
+    "asgi_llm.wire": frozenset({"__future__", "typing"}),
 }
 """What the core and the adapters may import from outside the project: pure computation only,
 no I/O, no web framework, no engine."""
@@ -192,6 +195,8 @@ def test_every_import_follows_the_table(name: str) -> None:
         ("asgi_llm.http.context", "asgi_llm.adapters.base"),
         ("asgi_llm.engines.decoding.grammar", "asgi_llm.engines.llamacpp"),
         ("asgi_llm.engines.upstream.engine", "asgi_llm.pool"),
+        ("asgi_llm.wire.openai_chat", "asgi_llm.core"),
+        ("asgi_llm.adapters.anthropic.messages", "asgi_llm.wire.openai_chat"),
     ],
 )
 def test_a_forbidden_import_is_caught(name: str, injected: str) -> None:

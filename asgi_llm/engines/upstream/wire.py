@@ -25,6 +25,8 @@ from ...core.requests import (
     ToolChoice,
     ToolSpec,
 )
+from ...wire.openai_chat import ChatMessage, JsonSchemaFormat, ResponseFormat, Tool
+from ...wire.openai_chat import ToolChoice as WireToolChoice
 
 __all__ = [
     "UpstreamModel",
@@ -106,8 +108,8 @@ def _streaming(body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-def _message(message: Message) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": message.role, "content": message.content}
+def _message(message: Message) -> ChatMessage:
+    out: ChatMessage = {"role": message.role, "content": message.content}
     if message.name is not None:
         out["name"] = message.name
     if message.tool_calls:
@@ -121,14 +123,15 @@ def _message(message: Message) -> dict[str, Any]:
     return out
 
 
-def _tool(tool: ToolSpec) -> dict[str, Any]:
-    function: dict[str, Any] = {"name": tool.name, "parameters": dict(tool.parameters) or {"type": "object"}}
+def _tool(tool: ToolSpec) -> Tool:
+    parameters = dict(tool.parameters) or {"type": "object"}
+    out: Tool = {"type": "function", "function": {"name": tool.name, "parameters": parameters}}
     if tool.description is not None:
-        function["description"] = tool.description
-    return {"type": "function", "function": function}
+        out["function"]["description"] = tool.description
+    return out
 
 
-def _tool_choice(choice: ToolChoice) -> Any:
+def _tool_choice(choice: ToolChoice) -> WireToolChoice:
     if choice in ("auto", "none", "required"):
         return choice
     return {"type": "function", "function": {"name": choice}}
@@ -156,11 +159,11 @@ def _sampling(params: SamplingParams) -> dict[str, Any]:
     return out
 
 
-def _response_format(output: OutputFormat) -> dict[str, Any]:
+def _response_format(output: OutputFormat) -> ResponseFormat:
     if output.kind == "json_object":
         return {"type": "json_object"}
-    schema = {"name": output.name or "output", "schema": dict(output.schema), "strict": output.strict}
-    return {"type": "json_schema", "json_schema": schema}
+    spec: JsonSchemaFormat = {"name": output.name or "output", "schema": dict(output.schema), "strict": output.strict}
+    return {"type": "json_schema", "json_schema": spec}
 
 
 @dataclass(frozen=True)
