@@ -263,4 +263,5 @@ def _identity(key: ApiKeyConfig) -> KeyInfo:
         models=None if key.models is None else frozenset(key.models),
         protocols=None if key.protocols is None else frozenset(key.protocols),
         limits=None if key.limits is None else _limits(key.limits),
+        operator=key.operator,
     )

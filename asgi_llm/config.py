@@ -190,6 +190,7 @@ class ApiKeyConfig(BaseModel):
     models: tuple[str, ...] | None = Field(default=None, description="Models (ids or aliases) it may use; None = all.")
     protocols: tuple[str, ...] | None = Field(default=None, description="`openai`, `anthropic`, `ollama`; None = all.")
     limits: LimitsConfig | None = Field(default=None, description="Replaces the settings' default limits for this key.")
+    operator: bool = Field(default=False, description="May read /metrics (every key's usage); others: inference only.")
 
 
 class Settings(BaseModel):

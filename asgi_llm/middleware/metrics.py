@@ -11,9 +11,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 
+from asgi_llm.core import Forbidden
 from asgi_llm.http.asgi import ASGIApp, Receive, Scope, Send
+from asgi_llm.http.context import KEY_INFO, REQUEST, Classify, request_info, request_state, send_error
 
-from asgi_llm.http.context import REQUEST, Classify, request_info, request_state
+from .policy import KeyInfo
 from .prometheus import CONTENT_TYPE, Counter, Gauge, Histogram
 from .usage import UsageRecord
 
@@ -111,9 +113,13 @@ class Metrics:
         return "".join(line + "\n" for family in families for line in family.render())
 
 
+_OPERATORS_ONLY = "Only an operator API key may read the metrics: they show every key's usage."
+
+
 class MetricsMiddleware:
     """`MetricsMiddleware(app, metrics=metrics)` serves `GET {path}` and counts requests in flight.
-    Put it inside the auth layer to protect the page, or list `path` among the public ones."""
+    Put it inside the auth layer to protect the page (operator keys only), or list `path` among
+    the public ones."""
 
     def __init__(
         self, app: ASGIApp, *, metrics: Metrics, path: str = "/metrics", classify: Classify | None = None
@@ -129,8 +135,13 @@ class MetricsMiddleware:
             return
         info = request_info(scope, self._classify)
         if info.path == self._path and scope["method"] == "GET":
-            request_state(scope)[REQUEST] = dataclasses.replace(info, endpoint=self._path)
-            await self._serve(send)
+            state = request_state(scope)
+            state[REQUEST] = dataclasses.replace(info, endpoint=self._path)
+            key: KeyInfo | None = state.get(KEY_INFO)
+            if key is not None and not key.operator:  # the page names every key and its usage
+                await send_error(send, info, Forbidden(_OPERATORS_ONLY))
+            else:
+                await self._serve(send)
             return
         labels = (info.protocol,)
         self.metrics.in_flight.inc(labels)

@@ -32,12 +32,14 @@ class KeyInfo:
     """An authenticated caller. `name` is what logs, records and metrics show — never the key.
 
     `models` and `protocols` are allow-lists (None = all); `limits` replaces the default limits.
+    `operator` keys may also read what spans every key (`/metrics`); other keys serve inference only.
     """
 
     name: str
     models: frozenset[str] | None = None
     protocols: frozenset[str] | None = None
     limits: Limits | None = None
+    operator: bool = False
 
     def may_use(self, model: str, resolve: Callable[[str], str | None]) -> bool:
         """Whether `model` (an id or alias) is one this key may use: named in `models` itself, or

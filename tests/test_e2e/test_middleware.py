@@ -18,7 +18,7 @@ import pytest
 
 from asgi_llm.middleware import Ledger, UsageRecord
 
-CLI_KEY, ENV_KEY = "sk-e2e-cli-0123456789", "sk-e2e-env-0123456789"
+CLI_KEY, ENV_KEY, OPERATOR_KEY = "sk-e2e-cli-0123456789", "sk-e2e-env-0123456789", "sk-e2e-operator-0123456789"
 HI = [{"role": "user", "content": "Say hi."}]
 
 
@@ -35,11 +35,12 @@ def served(tmp_path_factory: pytest.TempPathFactory, asgi_llm_serve: Any) -> Ite
     config = folder / "asgi-llm.toml"
     config.write_text(
         f'usage_ledger = "{ledger}"\n\n[limits]\nmax_tokens = 16\n\n[[models]]\naliases = ["default"]\nn_ctx = 1024\n'
+        f'\n[[api_keys]]\nname = "operator"\nkey = "{OPERATOR_KEY}"\noperator = true\n'
     )
     env = {**os.environ, "ASGI_LLM_API_KEYS": f"ops={ENV_KEY}"}
     with asgi_llm_serve("--config", str(config), "--api-key", f"team={CLI_KEY}", env=env) as server:
         yield Served(server.url, str(ledger))
-    assert CLI_KEY not in server.output and ENV_KEY not in server.output
+    assert CLI_KEY not in server.output and ENV_KEY not in server.output and OPERATOR_KEY not in server.output
 
 
 def test_the_openai_sdk_with_a_key(served: Served) -> None:
@@ -111,7 +112,9 @@ def test_usage_lands_in_the_ledger_and_in_metrics(served: Served) -> None:
     assert record.time_to_first_token is not None and record.time_to_first_token <= record.duration
     assert {r.key for r in records} >= {"team", "ops", None}  # None: the refused requests
     assert all(r.endpoint != "/health" for r in records)
-    metrics = httpx.get(f"{served.url}/metrics", headers={"x-api-key": CLI_KEY})
+    tenant = httpx.get(f"{served.url}/metrics", headers={"x-api-key": CLI_KEY})
+    assert tenant.status_code == 403 and "operator" in tenant.json()["error"]  # Ollama's envelope at the root
+    metrics = httpx.get(f"{served.url}/metrics", headers={"x-api-key": OPERATOR_KEY})
     assert metrics.status_code == 200
     text = metrics.text
     assert 'asgi_llm_completion_tokens_total{protocol="openai",model="SmolLM2-135M-Instruct",key="team"}' in text

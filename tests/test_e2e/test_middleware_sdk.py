@@ -42,6 +42,7 @@ load = "lazy"
 [[api_keys]]
 name = "acct"
 key = "{acct}"
+operator = true
 
 [[api_keys]]
 name = "narrow"
@@ -230,6 +231,7 @@ def test_the_ledger_and_metrics_match_what_the_sdks_report(served: Served) -> No
         assert sum(r.prompt_tokens for r in mine) == sum(p for p, _ in usages), endpoint
         assert sum(r.completion_tokens for r in mine) == sum(c for _, c in usages), endpoint
 
+    assert httpx.get(f"{served.url}/metrics", headers={"x-api-key": NARROW}).status_code == 403  # a tenant
     page = httpx.get(f"{served.url}/metrics", headers={"x-api-key": ACCT})
     assert page.status_code == 200
     families = {family.name for family in text_string_to_metric_families(page.text)}

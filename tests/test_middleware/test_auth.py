@@ -17,7 +17,7 @@ pytestmark = pytest.mark.anyio
 
 TEAM, NARROW, CLAUDE = "sk-team-0123456789", "sk-narrow-0123456789", "sk-claude-0123456789"
 KEYS = (
-    ApiKeyConfig(name="team", key=SecretStr(TEAM)),
+    ApiKeyConfig(name="team", key=SecretStr(TEAM), operator=True),
     ApiKeyConfig(name="narrow", key=SecretStr(NARROW), models=("default",)),
     ApiKeyConfig(name="claude", key=SecretStr(CLAUDE), protocols=("anthropic",)),
 )

@@ -28,7 +28,7 @@ from asgi_llm.middleware import (
 )
 
 pytestmark = pytest.mark.anyio
-KEYS = (ApiKeyConfig(name="team", key=SecretStr("sk-compose-1")),)
+KEYS = (ApiKeyConfig(name="team", key=SecretStr("sk-compose-1"), operator=True),)
 
 
 def kinds(llm: LLMApp) -> list[type]:
@@ -141,7 +141,7 @@ async def test_every_layer_wraps_a_plain_asgi_app(kit: Any) -> None:
     metrics, records = Metrics(), []  # type: ignore[var-annotated]
     app: Any = MetricsMiddleware(plain, metrics=metrics)
     app = LimitsMiddleware(app, limiter=Limiter(Limits(requests_per_minute=2)), exempt=["/metrics"])
-    app = AuthMiddleware(app, verify=KeyStore([("sk-plain-1", KeyInfo("plain"))]))
+    app = AuthMiddleware(app, verify=KeyStore([("sk-plain-1", KeyInfo("plain", operator=True))]))
     app = UsageMiddleware(app, sinks=[records.append, metrics.observe])
     key = [("authorization", "Bearer sk-plain-1")]
     assert (await kit.drive(app, "GET", "/hello", headers=key)).body == b"hi"

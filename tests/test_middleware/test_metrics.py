@@ -88,9 +88,27 @@ def only(samples: Samples, name: str, **labels: str) -> float:
     return found[0]
 
 
+KEYS = (
+    ApiKeyConfig(name="team", key=SecretStr("sk-m-1")),
+    ApiKeyConfig(name="ops", key=SecretStr("sk-m-2"), operator=True),
+)
+
+
+async def test_only_operator_keys_read_the_metrics_that_name_every_key(kit: Any) -> None:
+    llm = LLMApp(pool=kit.fake_pool(kit.fake_settings(api_keys=KEYS)), adapters=kit.ALL)
+    async with kit.running(llm):
+        await kit.drive(llm, "POST", "/chat/completions", json=kit.CHAT, headers=[("x-api-key", "sk-m-1")])
+        tenant = await kit.drive(llm, "GET", "/metrics", headers=[("x-api-key", "sk-m-1")])
+        anonymous = await kit.drive(llm, "GET", "/metrics")
+        operator = await kit.drive(llm, "GET", "/metrics", headers=[("x-api-key", "sk-m-2")])
+    assert tenant.status == 403 and "operator" in tenant.json()["error"]["message"]
+    assert b"team" not in tenant.body and b"asgi_llm_" not in tenant.body
+    assert anonymous.status == 401
+    assert operator.status == 200 and 'key="team"' in operator.body.decode()
+
+
 async def test_metrics_count_requests_tokens_errors_and_timings_by_model_protocol_and_key(kit: Any) -> None:
-    keys = (ApiKeyConfig(name="team", key=SecretStr("sk-m-1")), ApiKeyConfig(name="ops", key=SecretStr("sk-m-2")))
-    llm = LLMApp(pool=kit.fake_pool(kit.fake_settings(api_keys=keys), engine=kit.SlowEngine), adapters=kit.ALL)
+    llm = LLMApp(pool=kit.fake_pool(kit.fake_settings(api_keys=KEYS), engine=kit.SlowEngine), adapters=kit.ALL)
     team, ops = [("x-api-key", "sk-m-1")], [("x-api-key", "sk-m-2")]
     async with kit.running(llm):
         await kit.drive(llm, "POST", "/chat/completions", json=kit.CHAT, headers=team)
