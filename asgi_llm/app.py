@@ -113,6 +113,21 @@ class LLMApp:
             pool=self.pool, adapters=adapters, health_path=health_path, store=self.store, middleware=self.middleware
         )
 
+    def in_front_of(self, app: ASGIApp) -> ASGIApp:
+        """An app that answers this app's own routes here and hands everything else — every other
+        path, websockets, lifespan — to the host `app` untouched: no auth, no rewrite, no metrics.
+
+        For protocols that must sit at the host's root (Ollama's `/api/*`): mounting there
+        instead would swallow the host's own pages and 404s. The root page `/` stays the host's
+        (Ollama answers it only with "Ollama is running"). The parameter is named `app` so
+        the method is a middleware factory too (`host.add_middleware(ollama.in_front_of)`).
+        """
+        return _InFront(self, app)
+
+    def serves(self, scope: Scope) -> bool:
+        """Whether the request's path is one of this app's routes (whatever its method)."""
+        return self._match(scope)[0] is not None
+
     def classify(self, scope: Scope) -> RequestInfo:
         """Which protocol and route a request is for, and its error envelope — what the
         middleware layers need; pass it as their `classify` to wrap this app from outside."""
@@ -203,6 +218,18 @@ class LLMApp:
                 await manager.__aexit__(None, None, None)
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+class _InFront:
+    def __init__(self, llm: LLMApp, host: ASGIApp) -> None:
+        self._llm = llm
+        self._host = host
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and route_path(scope) != "/" and self._llm.serves(scope):
+            await self._llm(scope, receive, send)
+        else:
+            await self._host(scope, receive, send)
 
 
 def default_middleware(pool: ModelPool, *, verify: Verifier | None = None) -> tuple[Layer, ...]:

@@ -25,4 +25,5 @@ async def home() -> dict[str, str]:
 
 
 app.mount("/v1", llm)
-app.mount("/", llm.sibling(OLLAMA))  # Ollama's /api/*; mount it after your own routes
+# Ollama's /api/* at the root; every other request reaches FastAPI untouched
+app.add_middleware(llm.sibling(OLLAMA, health_path=None).in_front_of)

@@ -9,6 +9,7 @@ Ollama clients: http://127.0.0.1:8000. `ASGI_LLM_MODEL=/path/to/model.gguf` serv
 """
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Mount, Route
@@ -26,10 +27,8 @@ async def home(request: Request) -> PlainTextResponse:
 
 
 app = Starlette(
-    routes=[
-        Route("/", home),
-        Mount("/v1", app=llm),
-        Mount("/", app=llm.sibling(OLLAMA)),  # Ollama's /api/*, after your own routes
-    ],
+    routes=[Route("/", home), Mount("/v1", app=llm)],
+    # Ollama's /api/* at the root; every other request reaches the routes above untouched
+    middleware=[Middleware(llm.sibling(OLLAMA, health_path=None).in_front_of)],
     lifespan=llm.lifespan,  # models load at startup and unload at shutdown
 )

@@ -37,6 +37,9 @@ print("threads after shutdown:", ",".join(sorted(t.name for t in threading.enume
 """
 
 
+NOT_FOUND = ("/api/no-such-page", 404, "Not Found")  # the host's own 404 beside Ollama's /api/*
+
+
 @dataclass(frozen=True)
 class Host:
     name: str
@@ -46,9 +49,14 @@ class Host:
 
 
 HOSTS = [
-    Host("starlette", EXAMPLES, "starlette_app:app", (("/", 200, "Hello from Starlette"),)),
-    Host("fastapi", EXAMPLES, "fastapi_app:app", (("/", 200, "from FastAPI"), ("/openapi.json", 200, "openapi"))),
-    Host("litestar", EXAMPLES, "litestar_app:app", (("/", 200, "from Litestar"),)),
+    Host("starlette", EXAMPLES, "starlette_app:app", (("/", 200, "Hello from Starlette"), NOT_FOUND)),
+    Host(
+        "fastapi",
+        EXAMPLES,
+        "fastapi_app:app",
+        (("/", 200, "from FastAPI"), ("/openapi.json", 200, "openapi"), (NOT_FOUND[0], 404, '{"detail":"Not Found"}')),
+    ),
+    Host("litestar", EXAMPLES, "litestar_app:app", (("/", 200, "from Litestar"), NOT_FOUND)),
     Host(
         "django",
         EXAMPLES / "django_project",
@@ -58,6 +66,7 @@ HOSTS = [
             ("/admin/login/", 200, "Django administration"),
             ("/admin/", 302, ""),
             ("/static/admin/css/base.css", 200, "body"),
+            (NOT_FOUND[0], 404, "Page not found at /api/no-such-page"),  # Django's own (DEBUG) 404 page
         ),
     ),
 ]

@@ -168,6 +168,7 @@ class Kit:
     MESSAGES = MESSAGES
     OLLAMA_CHAT = OLLAMA_CHAT
     ALL = ALL
+    OLLAMA = OLLAMA
     Reply = Reply
     SlowEngine = SlowEngine
     drive = staticmethod(drive)
