@@ -380,5 +380,5 @@ class LlamaCppEngine:
 
     def _embed(self, request: EmbeddingRequest) -> EmbeddingResult:
         if self._embedder is None:
-            self._embedder = Embedder(self.config, self.context_length)
+            self._embedder = Embedder(self._loaded(), self.config, self.context_length)
         return self._embedder.embed(request, self._checked_ids)

@@ -1,26 +1,55 @@
 """A model and its batched context, built from a `ModelConfig`, and the decode calls the
-scheduler needs. Called on the inference thread only."""
+scheduler needs. Called on the inference thread only.
+
+Everything is opened with llama-cpp-python's `verbose=True`: its quiet mode points the whole
+process's stdout and stderr at /dev/null while a model loads, which swallows whatever the host
+prints meanwhile (uvicorn's startup lines). llama.cpp's own log lines go to the logger
+`asgi_llm.llama_cpp` instead (mostly at DEBUG), where the host's logging decides what shows.
+"""
 
 from __future__ import annotations
 
 import ctypes
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 import llama_cpp
 from llama_cpp import _internals
-from llama_cpp._logger import set_verbose
 
 from ...config import ModelConfig
 from ...core.errors import InternalError
 from ..batching import BatchToken
 
-__all__ = ["SPLIT_MODES", "Decoder", "Model", "backend_info", "new_context"]
+__all__ = ["SPLIT_MODES", "Decoder", "Model", "backend_info", "new_context", "new_embedding_context", "route_llama_logs"]
 
 internals: Any = _internals  # untyped
 SPLIT_MODES = {"none": 0, "layer": 1, "row": 2}
 _GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
 _ALL_LAYERS = 0x7FFFFFFF
+_LLAMA_LOG = logging.getLogger("asgi_llm.llama_cpp")
+_LOG_LEVELS = {4: logging.WARNING, 3: logging.INFO}
+"""ggml_log_level (ggml.h: 1 debug, 2 info, 3 warn, 4 error, 5 continuation) → logging level,
+one step down: a failure reaches the host as our own error (a load that fails, a request
+refused), and llama.cpp's warnings are mostly about choices we make on purpose (a context
+shorter than trained). Debug, info and continuation lines are DEBUG."""
+
+
+def _log_to_logging(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+    line = text.decode("utf-8", "replace").rstrip()
+    if line:
+        _LLAMA_LOG.log(_LOG_LEVELS.get(level, logging.DEBUG), "%s", line)
+
+
+_LOG_CALLBACK: Any = llama_cpp.llama_log_callback(_log_to_logging)  # must live as long as the process
+
+
+def route_llama_logs() -> None:
+    """llama.cpp logs through one process-wide hook, which importing llama_cpp points at
+    stderr; point it at our logger instead. Idempotent."""
+    llama_cpp.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p(0))
+
+
 _FLASH_ATTN = {
     "auto": llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO,
     True: llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
@@ -42,7 +71,7 @@ class Model:
     """The weights and vocabulary: tokenizing and token pieces need no context."""
 
     def __init__(self, config: ModelConfig) -> None:
-        set_verbose(False)  # llama.cpp logs through a process-wide hook; keep it quiet
+        route_llama_logs()
         llama_cpp.llama_backend_init()
         params = llama_cpp.llama_model_default_params()
         params.n_gpu_layers = _ALL_LAYERS if config.n_gpu_layers == -1 else config.n_gpu_layers
@@ -59,7 +88,7 @@ class Model:
             params.load_mode = llama_cpp.LLAMA_LOAD_MODE_MMAP
         else:
             params.load_mode = llama_cpp.LLAMA_LOAD_MODE_NONE
-        self.native: Any = internals.LlamaModel(path_model=config.resolved_path(), params=params, verbose=False)
+        self.native: Any = internals.LlamaModel(path_model=config.resolved_path(), params=params, verbose=True)
         self.vocab = self.native.vocab
         self.n_vocab = int(self.native.n_vocab())
         self.metadata: dict[str, str] = self.native.metadata()
@@ -115,7 +144,21 @@ def new_context(model: Model, config: ModelConfig, *, sequences: int) -> Any:
     if config.type_v:
         params.type_v = _GGML_TYPES[config.type_v]
     params.no_perf = True
-    return internals.LlamaContext(model=model.native, params=params, verbose=False)
+    return internals.LlamaContext(model=model.native, params=params, verbose=True)
+
+
+def new_embedding_context(model: Model, config: ModelConfig, *, size: int, pooling: int) -> Any:
+    """A one-sequence context of `size` positions whose outputs are pooled embeddings."""
+    params = llama_cpp.llama_context_default_params()
+    params.n_ctx = params.n_batch = params.n_ubatch = size
+    params.n_seq_max = 1
+    params.embeddings = True
+    params.pooling_type = pooling
+    params.n_threads = config.threads
+    params.n_threads_batch = config.n_threads_batch or config.threads
+    params.offload_kqv = config.offload_kqv
+    params.no_perf = True
+    return internals.LlamaContext(model=model.native, params=params, verbose=True)
 
 
 class Decoder:
@@ -164,6 +207,10 @@ class Decoder:
         """The logits of batch row `row` of the last decode (a ctypes float pointer)."""
         return llama_cpp.llama_get_logits_ith(self._ctx, row)
 
+    def clear(self) -> None:
+        """Forget every sequence's cells."""
+        llama_cpp.llama_memory_clear(self._memory, True)
+
     def warm_up(self, token: int) -> None:
         self.decode([BatchToken(token, 0, 0, True)])
-        llama_cpp.llama_memory_clear(self._memory, True)
+        self.clear()
