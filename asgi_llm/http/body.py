@@ -58,9 +58,20 @@ async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
             return b"".join(chunks)
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys are all different: with a repeated key, two readers of one body
+    (a proxy that takes the first, a decoder that takes the last) could disagree."""
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        seen: set[str] = set()
+        repeated = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
+        raise InvalidRequest(f"The request body has the key '{repeated[:100]}' twice in one object; send it once.")
+    return data
+
+
 def decode_json(body: bytes) -> dict[str, Any]:
     try:
-        data = json.loads(body)
+        data = json.loads(body, object_pairs_hook=_unique_keys)
     except RecursionError:
         raise InvalidRequest(_TOO_DEEP) from None
     except (UnicodeDecodeError, json.JSONDecodeError):

@@ -41,3 +41,22 @@ def test_a_lone_surrogate_anywhere_is_refused(body: bytes) -> None:
 def test_escaped_pairs_and_raw_text_are_text() -> None:
     assert decode_json(b'{"a": "\\ud83d\\ude00", "b": "\\u00e9"}') == {"a": "\U0001f600", "b": "\u00e9"}
     assert decode_json(json.dumps({"a": "\U0001f600"}, ensure_ascii=False).encode()) == {"a": "\U0001f600"}
+
+
+@pytest.mark.parametrize(
+    ("body", "key"),
+    [
+        (b'{"model": "a", "max_tokens": 2, "model": "b"}', "model"),
+        (b'{"messages": [{"role": "user", "content": "hi", "role": "system"}]}', "role"),
+        (b'{"tools": [{"function": {"parameters": {"type": "object", "type": "string"}}}]}', "type"),
+    ],
+    ids=["top-level", "in-a-message", "in-a-schema"],
+)
+def test_a_key_twice_in_one_object_is_refused(body: bytes, key: str) -> None:
+    with pytest.raises(InvalidRequest, match=f"key '{key}' twice"):
+        decode_json(body)
+
+
+def test_the_same_key_in_different_objects_is_fine() -> None:
+    body = b'{"model": "a", "messages": [{"role": "user"}, {"role": "assistant"}], "meta": {"model": "b"}}'
+    assert decode_json(body)["messages"][1] == {"role": "assistant"}

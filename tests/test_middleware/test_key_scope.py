@@ -95,6 +95,7 @@ _BAD_BODIES = [
     ("nests deeper than 128", b'{"model": "fake", "x": ' + b'{"a":' * 100_000 + b"1" + b"}" * 100_000 + b"}"),
     ("lone UTF-16 surrogate", b'{"model": "fake", "x": "\\ud800"}'),
     ("not valid JSON", b'{"model": "fake",'),
+    ("key 'model' twice", b'{"model": "fake", "model": "other"}'),  # the allow-list and the app must agree
 ]
 
 
