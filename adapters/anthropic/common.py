@@ -9,7 +9,7 @@ from asgi_llm.core import LLMError
 
 from ..base import Reply
 
-__all__ = ["ErrorBody", "render_error", "sse"]
+__all__ = ["ErrorBody", "render_error", "sse", "tool_use_id"]
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -32,6 +32,12 @@ class ErrorDetail(TypedDict):
 class ErrorBody(TypedDict):
     type: Literal["error"]
     error: ErrorDetail
+
+
+def tool_use_id(call_id: str) -> str:
+    """Anthropic's tool-use ids start `toolu_` (clients and proxies match on it); a core call id
+    keeps its unique part. A client's own ids come back unchanged in its tool results."""
+    return call_id if call_id.startswith("toolu_") else "toolu_" + call_id.removeprefix("call_")
 
 
 def render_error(error: LLMError) -> Reply:

@@ -24,7 +24,7 @@ from asgi_llm.core import (
     Usage,
 )
 
-from .common import render_error, sse
+from .common import render_error, sse, tool_use_id
 from ..base import Meta, Parsed, Unrecorded
 
 __all__ = ["MessageStream", "fold_message"]
@@ -101,7 +101,7 @@ class _Blocks:
         if isinstance(event, ReasoningDelta):
             return self._delta("thinking", {"type": "thinking_delta", "thinking": event.text}) if event.text else []
         if isinstance(event, ToolCallStart):
-            return self.close() + self._start({"type": "tool_use", "id": event.id, "name": event.name, "input": {}})
+            return self.close() + self._start({"type": "tool_use", "id": tool_use_id(event.id), "name": event.name, "input": {}})
         if isinstance(event, ToolCallDelta):
             delta = {"type": "input_json_delta", "partial_json": event.arguments}
             return [{"type": "content_block_delta", "index": self._index, "delta": delta}] if event.arguments else []

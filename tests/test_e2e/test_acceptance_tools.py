@@ -172,6 +172,8 @@ async def messages(clients: Clients, case: ToolCase, stream: bool) -> Reply:
     for block in message.content:
         if block.type == "tool_use":
             reply.calls.append((block.name, block.input))
+            if not block.id.startswith("toolu_"):
+                reply.problems.append(f"tool-use id {block.id!r} is not Anthropic's toolu_ form")
         elif block.type == "text":
             reply.text += block.text
     return reply
