@@ -34,6 +34,15 @@ def _engine_for(config: ModelConfig, thread: InferenceThread) -> Engine:
     return LlamaCppEngine(config, thread)
 
 
+def _idle_policy(slot: _Slot, requested: float | None) -> float | None:
+    """The idle time a finished request leaves its model with: an unload asked for meanwhile wins."""
+    if slot.unload_pending:
+        return 0
+    if requested is None:
+        return slot.config.keep_alive
+    return None if requested < 0 else requested
+
+
 class _Slot:
     def __init__(self, config: ModelConfig) -> None:
         self.config = config
@@ -44,6 +53,8 @@ class _Slot:
         self.waited = False  # requests wait for on-demand loads; during startup loading they get 503
         self.active = 0
         self.keep_alive: float | None = config.keep_alive
+        """Seconds idle before the next unload (None = never): the last request's, else the config's."""
+        self.unload_pending = False
         self.expiry: asyncio.TimerHandle | None = None
         self.expires_at: float | None = None
         self.facts = ModelFacts()
@@ -114,7 +125,9 @@ class ModelPool:
         """The engine serving `name` (an id or alias) and its canonical id, held for one request.
 
         Loads an unloaded model and waits for it. `keep_alive` (seconds; negative = forever,
-        0 = unload when idle) replaces the model's idle policy from now on.
+        0 = unload when idle) is how long the model stays loaded once this request leaves it
+        idle; a request without one brings back the model's configured `keep_alive`, as
+        Ollama's requests without one bring back its default.
         """
         slot = self._slot(name)
         if sum(s.active for s in self._slots) >= self.settings.max_pending:
@@ -125,15 +138,14 @@ class ModelPool:
             yield await self._ready(slot), slot.config.id
         finally:
             slot.active -= 1
-            if keep_alive is not None:
-                slot.keep_alive = None if keep_alive < 0 else keep_alive
+            slot.keep_alive = _idle_policy(slot, keep_alive)
             if slot.active == 0:
                 self._arm(slot)
 
     async def unload(self, name: str) -> None:
         """Unload now, unless requests are using it (then it unloads when they finish)."""
         slot = self._slot(name)
-        slot.keep_alive = 0
+        slot.keep_alive, slot.unload_pending = 0, True
         if slot.active == 0:
             await self._unload(slot)
 
@@ -203,6 +215,7 @@ class ModelPool:
 
     async def _unload(self, slot: _Slot) -> None:
         self._disarm(slot)
+        slot.unload_pending = False
         engine, slot.engine = slot.engine, None
         if slot.state == "ready":
             slot.state = "unloaded"

@@ -1,4 +1,5 @@
-"""Idle unloading: a request's keep_alive replaces the model's policy; unloaded models reload on use."""
+"""Idle unloading: a request's keep_alive holds for the idle time after it, a request without one
+brings back the model's own policy (as in Ollama); unloaded models reload on use."""
 
 from __future__ import annotations
 
@@ -113,6 +114,40 @@ async def test_a_request_waiting_for_a_reload_holds_the_model_through_keep_alive
         await asyncio.sleep(0.01)  # the unload timer would have fired by now
         assert state(p) == "ready" and engine is made[-1] and not engine.closed
     assert len(made) == 2  # loaded at start, and once more for this request
+    await asyncio.sleep(0.01)
+    assert state(p) == "unloaded"
+    await p.stop()
+
+
+async def test_a_request_without_keep_alive_brings_back_the_models_own_policy() -> None:
+    """keep_alive 0 on one request unloads after that request only, not after every later one."""
+    p, made = pool(keep_alive=None)  # the model's own policy: stay loaded
+    await p.start()
+    await p.wait_ready()
+    async with p.use("m", keep_alive=0):
+        pass
+    await asyncio.sleep(0.01)
+    assert state(p) == "unloaded" and len(made) == 1
+    async with p.use("m"):  # reloads; no keep_alive: the model's policy again
+        pass
+    await asyncio.sleep(0.05)
+    assert state(p) == "ready" and len(made) == 2 and p.catalog()[0].expires_at is None
+    async with p.use("m", keep_alive=0.02):  # a duration for the idle time after this request
+        pass
+    assert p.catalog()[0].expires_at is not None
+    await asyncio.sleep(0.1)
+    assert state(p) == "unloaded"
+    await p.stop()
+
+
+async def test_the_last_request_to_finish_sets_the_idle_time() -> None:
+    p, made = pool(keep_alive=None)
+    await p.start()
+    await p.wait_ready()
+    async with p.use("m", keep_alive=0):
+        async with p.use("m"):  # finishes first: its (default) policy is replaced by the one after
+            pass
+        assert state(p) == "ready"
     await asyncio.sleep(0.01)
     assert state(p) == "unloaded"
     await p.stop()
