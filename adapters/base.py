@@ -21,6 +21,7 @@ from asgi_llm.core import (
     LLMError,
     ModelCard,
     StateStore,
+    Usage,
 )
 
 __all__ = [
@@ -57,6 +58,9 @@ class Meta:
     request_id: str
     created: int
     model: str
+    prompt: Usage | None = None
+    """The prompt's tokens (and cached ones) as the engine read them, where it told before the
+    first token (a stream opens after that); None where it tells only at the finish."""
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,18 @@ from .adapters.base import (
 )
 from .http.asgi import Receive, Scope, Send, send_json, send_text, start_stream
 from .http.body import ClientGone, json_body
-from .core import Engine, GenerationEvent, InternalError, InvalidRequest, LLMError, RetryLater, Unsupported, Usage
+from .core import (
+    Engine,
+    EngineEvent,
+    GenerationEvent,
+    InternalError,
+    InvalidRequest,
+    LLMError,
+    PromptRead,
+    RetryLater,
+    Unsupported,
+    Usage,
+)
 from .core.catalog import ModelCard
 from .http.context import KEY, KEY_INFO, MAX_TOKENS, USAGE, Meter, request_info, request_state
 from .middleware.policy import KeyInfo
@@ -176,19 +187,24 @@ class Endpoint:
         route: GenerateRoute[Any, Any],
         parsed: Any,
         meta: Meta,
-        events: AsyncGenerator[GenerationEvent, None],
+        events: AsyncGenerator[EngineEvent, None],
         meter: Meter,
         store: StateStore,
         send: Send,
     ) -> None:
         """Stream the events; a stream that completes is recorded before its last bytes go out."""
+        first = await events.__anext__()  # errors before this point get a status
+        while isinstance(first, PromptRead):  # the prompt's size, for the stream's opening
+            meta = dataclasses.replace(meta, prompt=Usage(first.tokens, 0, first.cached))
+            first = await events.__anext__()
         encoder = route.encoder(parsed, meta)
-        first: GenerationEvent = await events.__anext__()  # errors before this point get a status
         meter.event(first)
         await start_stream(send, encoder.media_type)
         try:
             await send({"type": "http.response.body", "body": encoder.open() + encoder.event(first), "more_body": True})
             async for event in events:
+                if isinstance(event, PromptRead):
+                    continue  # another prompt's (completions); its count arrives with its finish
                 meter.event(event)
                 await send({"type": "http.response.body", "body": encoder.event(event), "more_body": True})
             tail = encoder.close()
@@ -217,9 +233,11 @@ def _meta(model_id: str) -> Meta:
     return Meta(request_id=uuid.uuid4().hex[:24], created=int(time.time()), model=model_id)
 
 
-async def _collect(events: AsyncGenerator[GenerationEvent, None], meter: Meter) -> list[GenerationEvent]:
+async def _collect(events: AsyncGenerator[EngineEvent, None], meter: Meter) -> list[GenerationEvent]:
     collected: list[GenerationEvent] = []
     async for event in events:
+        if isinstance(event, PromptRead):
+            continue  # a whole reply carries the prompt's count in its usage
         meter.event(event)
         collected.append(event)
     return collected

@@ -169,8 +169,9 @@ def fold_message(meta: Meta, events: Sequence[GenerationEvent]) -> dict[str, Any
 class MessageStream(Unrecorded):
     """`message_start` and a `ping` first, then each block's start/delta/stop, `message_delta`, `message_stop`.
 
-    Usage is only known at the finish, so `message_start` counts zero tokens and
-    `message_delta` carries the cumulative counts (input ones included).
+    `message_start` counts the prompt's tokens where the engine read them before the first
+    token (the local engine does; an upstream tells only at the finish: zero then), as
+    Anthropic's does; `message_delta` carries the cumulative counts, input ones included.
     """
 
     media_type = "text/event-stream"
@@ -180,7 +181,8 @@ class MessageStream(Unrecorded):
         self._blocks = _Blocks()
 
     def open(self) -> bytes:
-        message = _message(self._meta, [], {"stop_reason": None, "stop_sequence": None}, Usage(0, 0))
+        prompt = self._meta.prompt or Usage(0, 0)
+        message = _message(self._meta, [], {"stop_reason": None, "stop_sequence": None}, prompt)
         return sse({"type": "message_start", "message": message}) + sse({"type": "ping"})
 
     def event(self, event: GenerationEvent) -> bytes:

@@ -24,6 +24,8 @@ from .errors import (
 )
 from .events import (
     Embedding,
+    EngineEvent,
+    PromptRead,
     EmbeddingResult,
     Finish,
     FinishReason,
@@ -63,6 +65,7 @@ __all__ = [
     "EmbeddingRequest",
     "EmbeddingResult",
     "Engine",
+    "EngineEvent",
     "Finish",
     "FinishReason",
     "Forbidden",
@@ -81,6 +84,7 @@ __all__ = [
     "OutputFormat",
     "Overloaded",
     "PayloadTooLarge",
+    "PromptRead",
     "ReasoningDelta",
     "MethodNotAllowed",
     "RateLimited",

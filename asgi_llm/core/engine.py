@@ -6,7 +6,7 @@ from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 from typing import Protocol, runtime_checkable
 
-from .events import EmbeddingResult, GenerationEvent
+from .events import EmbeddingResult, EngineEvent
 from .requests import EmbeddingRequest, GenerationRequest
 
 __all__ = ["Engine"]
@@ -35,7 +35,7 @@ class Engine(Protocol):
 
     async def close(self) -> None: ...
 
-    def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]: ...
+    def generate(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]: ...
 
     async def embed(self, request: EmbeddingRequest) -> EmbeddingResult: ...
 

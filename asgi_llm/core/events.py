@@ -18,6 +18,8 @@ __all__ = [
     "ToolCallEnd",
     "Finish",
     "GenerationEvent",
+    "PromptRead",
+    "EngineEvent",
     "Embedding",
     "EmbeddingResult",
     "total_usage",
@@ -109,6 +111,21 @@ class Finish:
 
 
 GenerationEvent = Union[TextDelta, ReasoningDelta, ToolCallStart, ToolCallDelta, ToolCallEnd, Finish]
+
+
+@dataclass(frozen=True)
+class PromptRead:
+    """Choice `index`'s prompt is read: `tokens` of it, `cached` of those from the cache. An
+    engine that knows sends it before the choice's first token, so a stream can open with the
+    prompt's size (Anthropic's `message_start`); `Finish.usage` stays the account."""
+
+    tokens: int
+    cached: int = 0
+    index: int = 0
+
+
+EngineEvent = Union[GenerationEvent, PromptRead]
+"""What an engine yields: the generation, and where it knows them early, prompt reads."""
 
 
 @dataclass(frozen=True)

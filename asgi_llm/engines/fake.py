@@ -11,8 +11,9 @@ from ..core import (
     EmbeddingRequest,
     EmbeddingResult,
     Finish,
+    EngineEvent,
     FinishReason,
-    GenerationEvent,
+    PromptRead,
     GenerationRequest,
     LLMError,
     TextDelta,
@@ -60,15 +61,17 @@ class FakeEngine:
     async def close(self) -> None:
         self.closed = True
 
-    def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
+    def generate(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
         return self._events(request)
 
-    async def _events(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
+    async def _events(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
         if self.error is not None:
             raise self.error
         limit = request.sampling.max_tokens or len(self.pieces)
         pieces = self.pieces[:limit]
         for index in range(request.n):
+            if index == 0:
+                yield PromptRead(tokens=3, index=index)  # as the local engine tells it, before any token
             for piece in pieces:
                 yield TextDelta(piece, index=index)
             reason: FinishReason = "length" if limit < len(self.pieces) else "stop"

@@ -66,6 +66,10 @@ def test_raw_stream_event_order(claude: anthropic.Anthropic) -> None:
     assert types[0] == "message_start" and types[-2:] == ["message_delta", "message_stop"]
     assert types[1] == "content_block_start" and types[-3] == "content_block_stop"
     assert set(types[2:-3]) == {"content_block_delta"}
+    opened, final = events[0].message.usage, events[-2].usage  # type: ignore[union-attr]
+    assert opened.input_tokens > 0  # the prompt's size up front, as Anthropic sends it
+    opened_prompt = opened.input_tokens + (opened.cache_read_input_tokens or 0)
+    assert opened_prompt == final.input_tokens + (final.cache_read_input_tokens or 0)
 
 
 def test_stop_sequence(claude: anthropic.Anthropic) -> None:

@@ -3,10 +3,22 @@ apply to the answer. SmolLM2 has no `<think>`, so the engine is told it has for 
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from typing import Any
+
 import pytest
 
 from asgi_llm import ModelConfig
-from asgi_llm.core import ChatRequest, CompletionRequest, Finish, Message, ReasoningDelta, SamplingParams, TextDelta
+from asgi_llm.core import (
+    ChatRequest,
+    CompletionRequest,
+    Finish,
+    Message,
+    PromptRead,
+    ReasoningDelta,
+    SamplingParams,
+    TextDelta,
+)
 
 from .local_engine import local_engine
 
@@ -23,19 +35,28 @@ def completion(prompt: str, **sampling: object) -> CompletionRequest:
     return CompletionRequest(model="m", prompts=(prompt,), sampling=SamplingParams(temperature=0, **sampling))  # type: ignore[arg-type]
 
 
+async def generation(engine: Any, request: Any) -> AsyncIterator[Any]:
+    """The generation's events; the prompt read the engine tells first is checked and left out."""
+    events = engine.generate(request)
+    read = await events.__anext__()
+    assert isinstance(read, PromptRead) and read.tokens > 0
+    async for event in events:
+        yield event
+
+
 async def test_reasoning_blocks_are_split_only_for_models_that_have_them() -> None:
     async with local_engine(ModelConfig(n_ctx=512)) as engine:
         assert not engine._thinks  # SmolLM2: neither its template nor its vocabulary has `<think>`
         chat = ChatRequest(
             model="m", messages=(Message("user", "Hi"),), sampling=SamplingParams(max_tokens=16, temperature=0)
         )
-        assert not [e async for e in engine.generate(chat) if isinstance(e, ReasoningDelta)]
-        plain = [e async for e in engine.generate(completion(FEW_SHOT, max_tokens=20))]
+        assert not [e async for e in generation(engine, chat) if isinstance(e, ReasoningDelta)]
+        plain = [e async for e in generation(engine, completion(FEW_SHOT, max_tokens=20))]
         text = "".join(e.text for e in plain if isinstance(e, TextDelta))
         assert "</think>" in text  # the prompt opened a block; this model closes it and answers
 
         engine._thinks = True
-        split = [e async for e in engine.generate(completion(FEW_SHOT, max_tokens=20, logprobs=True))]
+        split = [e async for e in generation(engine, completion(FEW_SHOT, max_tokens=20, logprobs=True))]
         reasoning = "".join(e.text for e in split if isinstance(e, ReasoningDelta))
         answer = "".join(e.text for e in split if isinstance(e, TextDelta))
         thought, _, rest = text.partition("</think>")
@@ -47,12 +68,12 @@ async def test_reasoning_blocks_are_split_only_for_models_that_have_them() -> No
         assert isinstance(done, Finish) and isinstance(before, Finish)
         assert (done.reason, done.usage.completion_tokens) == (before.reason, before.usage.completion_tokens)
 
-        stopped = [e async for e in engine.generate(completion(FEW_SHOT, max_tokens=20, stop=("\n", " plus")))]
+        stopped = [e async for e in generation(engine, completion(FEW_SHOT, max_tokens=20, stop=("\n", " plus")))]
         assert "".join(e.text for e in stopped if isinstance(e, ReasoningDelta)) == reasoning  # " plus" is in it
         assert "".join(e.text for e in stopped if isinstance(e, TextDelta)) == answer.split("\n")[0]
         finish = stopped[-1]
         assert isinstance(finish, Finish) and finish.reason == "stop" and finish.stop_sequence == "\n"
 
-        unclosed = [e async for e in engine.generate(completion(FEW_SHOT, max_tokens=3))]
+        unclosed = [e async for e in generation(engine, completion(FEW_SHOT, max_tokens=3))]
         assert all(isinstance(e, ReasoningDelta) for e in unclosed[:-1]) and len(unclosed) > 1
         assert isinstance(unclosed[-1], Finish) and unclosed[-1].reason == "length"

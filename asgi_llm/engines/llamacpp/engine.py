@@ -12,9 +12,11 @@ from ...config import ModelConfig
 from ...core.errors import ContextOverflow, InvalidRequest, ModelNotReady, Overloaded, Unsupported
 from ...core.events import (
     EmbeddingResult,
+    EngineEvent,
     Finish,
     FinishReason,
     GenerationEvent,
+    PromptRead,
     ReasoningDelta,
     TextDelta,
     TokenLogprob,
@@ -96,7 +98,7 @@ class LlamaCppEngine:
             await self._thread.detach(self._scheduler)
         await self._thread.call(self._close)
 
-    def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
+    def generate(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
         return self._generate(request)
 
     async def embed(self, request: EmbeddingRequest) -> EmbeddingResult:
@@ -109,7 +111,7 @@ class LlamaCppEngine:
             raise ModelNotReady("The model is not loaded yet.")
         return await self._thread.call(lambda: sum(len(tokens) for tokens, _ in self._prompts(request)))
 
-    async def _generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
+    async def _generate(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
         if self._model is None:
             raise ModelNotReady("The model is not loaded yet.")
         if self._queue_full():
@@ -314,6 +316,8 @@ class LlamaCppEngine:
         decoder = self._decoder
         assert decoder is not None
         prompt = job.prompt
+        if count_prompt:  # read by now: the prompt's size goes out before its first token
+            job.ticket.send(PromptRead(len(prompt), job.cached, index))
         if echo:
             yield TextDelta(echo, index=index)
         utf8 = codecs.getincrementaldecoder("utf-8")("replace")
