@@ -33,6 +33,9 @@ class Usage:
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int = 0
+    """Of `prompt_tokens`, those found in the cache."""
+    reasoning_tokens: int = 0
+    """Of `completion_tokens`, those the model spent reasoning (its think block and markers)."""
 
     @property
     def total_tokens(self) -> int:
@@ -145,9 +148,10 @@ class EmbeddingResult:
 
 def total_usage(finishes: Iterable[Finish]) -> Usage:
     """One request's usage across its choices: the prompt counts once."""
-    prompt = completion = cached = 0
+    prompt = completion = cached = reasoning = 0
     for finish in finishes:
         prompt += finish.usage.prompt_tokens
         completion += finish.usage.completion_tokens
         cached += finish.usage.cached_tokens
-    return Usage(prompt, completion, cached)
+        reasoning += finish.usage.reasoning_tokens
+    return Usage(prompt, completion, cached, reasoning)

@@ -144,7 +144,10 @@ class Meter:
 
 def _add(a: Usage, b: Usage) -> Usage:
     return Usage(
-        a.prompt_tokens + b.prompt_tokens, a.completion_tokens + b.completion_tokens, a.cached_tokens + b.cached_tokens
+        a.prompt_tokens + b.prompt_tokens,
+        a.completion_tokens + b.completion_tokens,
+        a.cached_tokens + b.cached_tokens,
+        a.reasoning_tokens + b.reasoning_tokens,
     )
 
 

@@ -19,12 +19,12 @@ def test_stop_list() -> None:
 
 
 def test_usage_dict_totals_and_details() -> None:
-    assert usage_dict(Usage(10, 5, cached_tokens=3)) == {
+    assert usage_dict(Usage(10, 5, cached_tokens=3, reasoning_tokens=4)) == {
         "prompt_tokens": 10,
         "completion_tokens": 5,
         "total_tokens": 15,
         "prompt_tokens_details": {"cached_tokens": 3},
-        "completion_tokens_details": {"reasoning_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 4},
     }
 
 
@@ -35,3 +35,11 @@ def test_render_error_types() -> None:
     )
     status, body = render_error(RateLimited("Slow down."))
     assert (status, body["error"]["type"], body["error"]["param"]) == (429, "rate_limit_error", None)
+
+
+def test_responses_usage_reports_reasoning_tokens() -> None:
+    from asgi_llm.adapters.openai.responses.output import usage_dict as responses_usage
+
+    usage = responses_usage(Usage(10, 5, cached_tokens=3, reasoning_tokens=4))
+    assert usage["output_tokens_details"] == {"reasoning_tokens": 4}
+    assert usage["input_tokens_details"]["cached_tokens"] == 3 and usage["total_tokens"] == 15

@@ -67,6 +67,7 @@ async def test_reasoning_blocks_are_split_only_for_models_that_have_them() -> No
         done, before = split[-1], plain[-1]
         assert isinstance(done, Finish) and isinstance(before, Finish)
         assert (done.reason, done.usage.completion_tokens) == (before.reason, before.usage.completion_tokens)
+        assert 0 < done.usage.reasoning_tokens < done.usage.completion_tokens and before.usage.reasoning_tokens == 0
 
         stopped = [e async for e in generation(engine, completion(FEW_SHOT, max_tokens=20, stop=("\n", " plus")))]
         assert "".join(e.text for e in stopped if isinstance(e, ReasoningDelta)) == reasoning  # " plus" is in it
@@ -77,3 +78,4 @@ async def test_reasoning_blocks_are_split_only_for_models_that_have_them() -> No
         unclosed = [e async for e in generation(engine, completion(FEW_SHOT, max_tokens=3))]
         assert all(isinstance(e, ReasoningDelta) for e in unclosed[:-1]) and len(unclosed) > 1
         assert isinstance(unclosed[-1], Finish) and unclosed[-1].reason == "length"
+        assert unclosed[-1].usage.reasoning_tokens == unclosed[-1].usage.completion_tokens == 3  # all of it thought

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from asgi_llm.engines.decoding.reasoning import ReasoningSplitter, Split
+from asgi_llm.engines.decoding.reasoning import Reasoned, ReasoningSplitter, Split
 
 
 def run(splitter: ReasoningSplitter, pieces: list[str]) -> tuple[list[Split], Split]:
@@ -130,3 +130,26 @@ def test_tool_call_detection_leaves_reasoning_alone() -> None:
 class _AnyValid:
     def is_valid(self, instance: object) -> bool:
         return True
+
+
+def _count(pieces: list[str], *, inside: bool = False) -> int:
+    splitter, reasoned = ReasoningSplitter(inside=inside), Reasoned()
+    for piece in pieces:
+        splitter.feed(piece)
+        reasoned.count(splitter)
+    return reasoned.tokens
+
+
+@pytest.mark.parametrize(
+    ("pieces", "inside", "expected"),
+    [
+        (["<think>", "Two", " and", " two", "</think>", "Four"], False, 5),  # the block and both markers
+        ([" ", "<th", "ink>", "Hm", "</think>", " Yes", "."], False, 5),  # held pieces that opened a block
+        (["Hello", " <think>", " there"], False, 0),  # no block: an answer that mentions one
+        ([" ", "Hello"], False, 0),  # held whitespace that turned out to be answer
+        (["Still", " thinking", " when", " cut"], True, 4),  # a block the prompt opened, never closed
+        (["Done", "</think>", "Answer", " here"], True, 2),
+    ],
+)
+def test_reasoning_tokens_are_the_ones_spent_in_the_block(pieces: list[str], inside: bool, expected: int) -> None:
+    assert _count(pieces, inside=inside) == expected

@@ -148,7 +148,12 @@ def delta(content: Any = None, index: int = 0, reason: str | None = None, **fiel
 
 
 def test_text_and_usage_with_cached_tokens() -> None:
-    usage = {"prompt_tokens": 31, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 30}}
+    usage = {
+        "prompt_tokens": 31,
+        "completion_tokens": 2,
+        "prompt_tokens_details": {"cached_tokens": 30},
+        "completion_tokens_details": {"reasoning_tokens": 1},
+    }
     chunks = [
         delta(role="assistant"),
         delta("Hel"),
@@ -157,7 +162,7 @@ def test_text_and_usage_with_cached_tokens() -> None:
         {"choices": [], "usage": usage},
     ]
     events = feed(ChunkTranslator(1, request_id="r", prompt_estimate=99), chunks)
-    assert events == [TextDelta("Hel"), TextDelta("lo"), Finish("length", Usage(31, 2, 30))]
+    assert events == [TextDelta("Hel"), TextDelta("lo"), Finish("length", Usage(31, 2, 30, reasoning_tokens=1))]
 
 
 def test_missing_usage_is_estimated_from_chunks() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["ReasoningSplitter", "Split"]
+__all__ = ["Reasoned", "ReasoningSplitter", "Split"]
 
 
 class Split(NamedTuple):
@@ -103,6 +103,25 @@ class ReasoningSplitter:
         if self._state == _REASONING or (self._state == _START and self._inside):
             return Split(held.lstrip() if self._lead or self._state == _START else held, "")
         return Split("", held)
+
+
+class Reasoned:
+    """Counts the tokens an output spent reasoning: each token whose text went to a block or its
+    markers, and the ones held undecided before a block opened (whitespace, a marker's start)."""
+
+    def __init__(self) -> None:
+        self.tokens = 0
+        self._undecided = 0
+
+    def count(self, splitter: ReasoningSplitter) -> None:
+        """After feeding one token's text to `splitter`."""
+        if splitter.in_block:
+            self.tokens += 1 + self._undecided
+            self._undecided = 0
+        elif splitter.answering:
+            self._undecided = 0
+        else:
+            self._undecided += 1
 
 
 def _partial(text: str, marker: str) -> int:

@@ -27,7 +27,7 @@ from ..batching import END, Job, Scheduler, Ticket
 from ..chat_template import CHATML, ChatTemplate
 from ..decoding.constraints import LazyCalls, constraint_for, offers_tools
 from ..inference_thread import Channel, InferenceThread
-from ..decoding.reasoning import ReasoningSplitter
+from ..decoding.reasoning import Reasoned, ReasoningSplitter
 from ..decoding.stops import StopMatcher
 from ..decoding.tool_calls import with_tools_note
 from ..decoding.tool_detect import MARKERS
@@ -327,6 +327,7 @@ class LlamaCppEngine:
         limit = min(params.max_tokens, room) if params.max_tokens is not None else room
         pending: list[TokenLogprob] = []
         produced = 0
+        reasoned = Reasoned()
         reason: FinishReason = "length"
         while produced < limit:
             token = sampling.sample(job.logits, decoder.context)
@@ -341,6 +342,7 @@ class LlamaCppEngine:
             text = utf8.decode(piece)
             if splitter is not None:
                 thought, text = splitter.feed(text)
+                reasoned.count(splitter)
                 if thought:
                     yield ReasoningDelta(thought, index=index)
                 if splitter.in_block:
@@ -377,6 +379,7 @@ class LlamaCppEngine:
                 prompt_tokens=len(prompt) if count_prompt else 0,
                 completion_tokens=produced,
                 cached_tokens=job.cached if count_prompt else 0,
+                reasoning_tokens=reasoned.tokens,
             ),
             index=index,
             stop_sequence=stops.matched,

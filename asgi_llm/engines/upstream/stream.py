@@ -199,13 +199,16 @@ class ChunkTranslator:
 
 
 def usage_of(raw: Mapping[str, Any]) -> Usage:
-    """An OpenAI `usage` object, with `prompt_tokens_details.cached_tokens` where given."""
-    details = raw.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    """An OpenAI `usage` object, with `prompt_tokens_details.cached_tokens` and
+    `completion_tokens_details.reasoning_tokens` where given."""
+    prompt_details, completion_details = raw.get("prompt_tokens_details"), raw.get("completion_tokens_details")
+    cached = prompt_details.get("cached_tokens") if isinstance(prompt_details, Mapping) else None
+    reasoning = completion_details.get("reasoning_tokens") if isinstance(completion_details, Mapping) else None
     return Usage(
         prompt_tokens=_count(raw.get("prompt_tokens")),
         completion_tokens=_count(raw.get("completion_tokens")),
         cached_tokens=_count(cached),
+        reasoning_tokens=_count(reasoning),
     )
 
 
