@@ -6,7 +6,7 @@ results and events into wire bytes. The app does all I/O.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar, Union
 
@@ -26,6 +26,7 @@ from asgi_llm.core import (
 
 __all__ = [
     "Reply",
+    "ContextNeed",
     "Meta",
     "Parsed",
     "StreamEncoder",
@@ -40,6 +41,7 @@ __all__ = [
     "Resolve",
     "Route",
     "Adapter",
+    "refuse_unrecognized",
     "validate",
 ]
 
@@ -64,6 +66,15 @@ class Meta:
 
 
 @dataclass(frozen=True)
+class ContextNeed:
+    """The context a request needs (Ollama's `num_ctx`): refused, naming `param`, by a model
+    loaded with less; a model with at least as much honours it."""
+
+    tokens: int
+    param: str
+
+
+@dataclass(frozen=True)
 class Parsed(Generic[R, O]):
     """A core request plus the wire-only options its protocol's renderer needs (a usage chunk,
     an encoding, stored-state ids...): each protocol's own type, or None."""
@@ -75,6 +86,7 @@ class Parsed(Generic[R, O]):
     """Seconds the model stays loaded after this request (negative = forever, 0 = unload)."""
     load_only: bool = False
     """Load (or, with keep_alive 0, unload) the model without generating; rendered with no events."""
+    needs_context: ContextNeed | None = None
 
 
 class StreamEncoder(Protocol):
@@ -195,6 +207,16 @@ def validate(model: type[M], data: Any) -> M:
         first = exc.errors(include_url=False)[0]
         param = _param_path(first["loc"])
         raise InvalidRequest(_describe(first, param), param=param or None) from None
+
+
+def refuse_unrecognized(wire: BaseModel, *, prefix: str = "", handled: Collection[str] = ()) -> None:
+    """A field no model here declares is refused, naming it, never accepted and ignored (null
+    means "not set" and passes). Wire models keep unknown fields (`extra="allow"`) so that a
+    protocol first checks the ones it knows (`handled`) with rules and messages of its own."""
+    for name, value in (wire.model_extra or {}).items():
+        if value is not None and name not in handled:
+            param = f"{prefix}{name}"
+            raise InvalidRequest(f"Unrecognized parameter: '{param}'; this server does not support it.", param=param)
 
 
 _SCALAR_BRANCHES = frozenset({"str", "int", "float", "bool"})

@@ -84,6 +84,9 @@ class ModelConfig(BaseModel):
     embeddings: bool = Field(default=False, description="Also serve embeddings (loads an embedding context).")
     pooling: Literal["mean", "cls", "last"] = "mean"
     chat_template: str | None = Field(default=None, description="Overrides the template stored in the GGUF.")
+    reasoning: Literal["auto", "on", "off"] = Field(
+        default="auto", description="Whether it reasons when a request does not say: auto = as its template does."
+    )
     parallel: int = Field(
         default=4, ge=1, le=64, description="Choices decoded together; each holds n_ctx positions of KV cache."
     )

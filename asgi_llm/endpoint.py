@@ -145,6 +145,7 @@ class Endpoint:
         async with self._pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
             meta = _meta(model_id)
             meter.serving(model_id)
+            _check_context(parsed, engine, model_id)
             if not engine.supports_embeddings:
                 raise Unsupported(f"The model '{model_id}' does not serve embeddings.", param="model")
             result = await _until_disconnect(receive, lambda: engine.embed(parsed.request))
@@ -167,6 +168,7 @@ class Endpoint:
         async with self._pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
             meta = _meta(model_id)
             meter.serving(model_id)
+            _check_context(parsed, engine, model_id)
             if parsed.load_only:
                 await send_json(send, 200, route.render(parsed, meta, []))
             else:
@@ -241,6 +243,16 @@ async def _collect(events: AsyncGenerator[EngineEvent, None], meter: Meter) -> l
         meter.event(event)
         collected.append(event)
     return collected
+
+
+def _check_context(parsed: Parsed[Any, Any], engine: Engine, model_id: str) -> None:
+    need = parsed.needs_context
+    if need is not None and need.tokens > engine.context_length:
+        raise InvalidRequest(
+            f"'{need.param}' asks for {need.tokens} tokens of context; the model '{model_id}' has "
+            f"{engine.context_length} (its n_ctx, set in the server's configuration).",
+            param=need.param,
+        )
 
 
 def _capped(parsed: Parsed[Any, Any], cap: int | None) -> Parsed[Any, Any]:

@@ -20,6 +20,7 @@ from asgi_llm.core import (
     InvalidRequest,
     Message,
     OutputFormat,
+    Reasoning,
     SamplingParams,
     ToolCall,
     ToolChoice,
@@ -28,7 +29,7 @@ from asgi_llm.core import (
 )
 
 from .stream import MessageStream, fold_message
-from ..base import CountRoute, GenerateRoute, Meta, Parsed, Route, validate
+from ..base import CountRoute, GenerateRoute, Meta, Parsed, Route, refuse_unrecognized, validate
 from ..json_output import json_schema
 
 __all__ = [
@@ -147,6 +148,7 @@ def parse_count(body: Any) -> Parsed[ChatRequest, None]:
 
 def _request(wire: CountBody, sampling: SamplingParams, user: str | None) -> ChatRequest:
     _refuse_unsupported(wire)
+    refuse_unrecognized(wire, handled=_HANDLED)
     _check_thinking(wire.thinking, sampling.max_tokens)
     tools = tuple(_tool(tool, i) for i, tool in enumerate(wire.tools or ()))
     choice, parallel = _tool_choice(wire.tool_choice, tools)
@@ -159,7 +161,13 @@ def _request(wire: CountBody, sampling: SamplingParams, user: str | None) -> Cha
         tools=tools,
         tool_choice=choice,
         parallel_tool_calls=parallel,
+        reasoning=_reasoning(wire.thinking),
     )
+
+
+_HANDLED = ("mcp_servers", "service_tier")
+"""Extras checked below; `service_tier` needs nothing done: there is one tier, and any answer
+is a standard one."""
 
 
 def _refuse_unsupported(wire: CountBody) -> None:
@@ -180,8 +188,15 @@ def _output_format(wire: CountBody) -> OutputFormat | None:
     return None
 
 
+def _reasoning(thinking: WireThinking | None) -> Reasoning | None:
+    """`enabled` and `disabled` turn reasoning on and off; `adaptive` leaves it to the model."""
+    if thinking is None or thinking.type == "adaptive":
+        return None
+    return Reasoning(enabled=thinking.type == "enabled", param="thinking")
+
+
 def _check_thinking(thinking: WireThinking | None, max_tokens: int | None) -> None:
-    """Nothing in the core maps thinking yet; Anthropic's rules still hold, so clients learn early."""
+    """Anthropic's rules for a thinking budget, so clients learn early what Anthropic says."""
     if thinking is None or thinking.type != "enabled":
         return
     param = "thinking.budget_tokens"

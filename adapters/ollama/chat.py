@@ -11,8 +11,8 @@ from pydantic import Field
 
 from asgi_llm.core import ChatRequest, GenerationEvent, Message, ToolCall, ToolSpec, Unsupported
 
-from ..base import GenerateRoute, Meta, Parsed, validate
-from .common import Clock, GenerateFields, Wire, keep_alive_seconds, model_name, sampling
+from ..base import GenerateRoute, Meta, Parsed, refuse_unrecognized, validate
+from .common import Clock, GenerateFields, Wire, keep_alive_seconds, model_name, context_need, sampling, think_reasoning
 from .stream import Delta, NdjsonStream, render_reply
 
 __all__ = ["parse", "render", "fields", "ChatStream", "ROUTE"]
@@ -55,15 +55,18 @@ class ChatBody(GenerateFields):
 
 def parse(body: Any) -> Parsed[ChatRequest, None]:
     wire = validate(ChatBody, body)
+    refuse_unrecognized(wire)
     request = ChatRequest(
         model=model_name(wire.model),
         messages=_messages(wire.messages or []),
         sampling=sampling(wire.options, logprobs=wire.logprobs, top_logprobs=wire.top_logprobs, fmt=wire.format),
         tools=tuple(ToolSpec(t.function.name, t.function.description, t.function.parameters or {}) for t in wire.tools or ()),
+        reasoning=think_reasoning(wire.think),
     )
     # No messages is Ollama's "load the model" call (with `keep_alive: 0`, "unload" it).
     keep_alive = keep_alive_seconds(wire.keep_alive)
-    return Parsed(request, None, stream=wire.stream, keep_alive=keep_alive, load_only=not wire.messages)
+    need = context_need(wire.options)
+    return Parsed(request, None, stream=wire.stream, keep_alive=keep_alive, load_only=not wire.messages, needs_context=need)
 
 
 def _messages(wire: Sequence[WireMessage]) -> tuple[Message, ...]:

@@ -10,15 +10,17 @@ from typing import Annotated, Any, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from asgi_llm.core import FinishReason, InvalidRequest, LLMError, OutputFormat, SamplingParams
+from asgi_llm.core import FinishReason, InvalidRequest, LLMError, OutputFormat, Reasoning, SamplingParams
 
-from ..base import Meta, Reply
+from ..base import ContextNeed, Meta, Reply, refuse_unrecognized
 from ..json_output import json_object, json_schema
 
 __all__ = [
     "Wire",
     "WireOptions",
     "GenerateFields",
+    "think_reasoning",
+    "context_need",
     "Durations",
     "render_error",
     "ndjson",
@@ -44,7 +46,9 @@ class Wire(BaseModel):
 
 
 class WireOptions(Wire):
-    """Ollama's runtime `options`; keys we cannot honour, like Ollama's unknown keys, are ignored."""
+    """Ollama's runtime `options`. Any other key (mirostat, typical_p, num_gpu...) is refused,
+    naming it: Ollama ignores keys it does not know, but an option that changes nothing here
+    must not look honoured."""
 
     num_ctx: int | None = None
     num_predict: Annotated[int, Field(ge=-2)] | None = None
@@ -101,6 +105,26 @@ def rfc3339(seconds: float) -> str:
 _DEFAULTS = SamplingParams(temperature=0.8, top_k=40, top_p=0.9, repeat_penalty=1.1)
 
 
+def context_need(options: WireOptions | None) -> ContextNeed | None:
+    """`options.num_ctx`: the model must have at least that context (it is set per model, in
+    the server's config, not per request)."""
+    if options is None or options.num_ctx is None:
+        return None
+    if options.num_ctx < 1:
+        raise InvalidRequest("'options.num_ctx' must be at least 1.", param="options.num_ctx")
+    return ContextNeed(options.num_ctx, "options.num_ctx")
+
+
+def think_reasoning(think: bool | str | None) -> Reasoning | None:
+    """`think`: true or a level (`high`, `medium`, `low`, as gpt-oss takes) turns reasoning on,
+    false turns it off."""
+    if think is None:
+        return None
+    if isinstance(think, str) and think not in ("high", "medium", "low"):
+        raise InvalidRequest("'think' must be true, false, or 'high', 'medium' or 'low'.", param="think")
+    return Reasoning(enabled=think is not False, param="think")
+
+
 def sampling(
     options: WireOptions | None,
     *,
@@ -111,6 +135,7 @@ def sampling(
     if top_logprobs and not logprobs:
         raise InvalidRequest("'top_logprobs' requires 'logprobs' to be true.", param="top_logprobs")
     o = options or WireOptions()
+    refuse_unrecognized(o, prefix="options.")
     predict = o.num_predict
     stop = o.stop
     return SamplingParams(

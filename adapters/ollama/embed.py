@@ -9,8 +9,8 @@ from pydantic import Field
 
 from asgi_llm.core import EmbeddingRequest, EmbeddingResult, InvalidRequest, Unsupported
 
-from ..base import EmbedRoute, Meta, Parsed, validate
-from .common import Clock, Wire, WireOptions, estimated_durations, keep_alive_seconds, model_name
+from ..base import EmbedRoute, Meta, Parsed, refuse_unrecognized, validate
+from .common import Clock, Wire, WireOptions, context_need, estimated_durations, keep_alive_seconds, model_name
 
 __all__ = ["parse_embed", "render_embed", "parse_embeddings", "render_embeddings", "ROUTES"]
 
@@ -36,6 +36,12 @@ def parse_embed(body: Any) -> Parsed[EmbeddingRequest, None]:
     wire = validate(EmbedBody, body)
     if wire.dimensions is not None:
         raise Unsupported("'dimensions' is not supported; this model has a fixed size.", param="dimensions")
+    refuse_unrecognized(wire)
+    given = wire.options.model_dump(exclude_none=True) if wire.options is not None else {}
+    given.pop("num_ctx", None)
+    if given:
+        param = f"options.{next(iter(given))}"
+        raise Unsupported(f"'{param}': embeddings take no sampling options.", param=param)
     if isinstance(wire.input, str):
         inputs: tuple[str, ...] = (wire.input,) if wire.input else ()
     else:
@@ -44,7 +50,8 @@ def parse_embed(body: Any) -> Parsed[EmbeddingRequest, None]:
             if not text:
                 raise InvalidRequest("An input string is empty.", param=f"input[{i}]")
     request = EmbeddingRequest(model=model_name(wire.model), inputs=inputs, truncate=wire.truncate)
-    return Parsed(request, None, keep_alive=keep_alive_seconds(wire.keep_alive))
+    need = context_need(wire.options)
+    return Parsed(request, None, keep_alive=keep_alive_seconds(wire.keep_alive), needs_context=need)
 
 
 def render_embed(
@@ -63,6 +70,7 @@ def render_embed(
 def parse_embeddings(body: Any) -> Parsed[EmbeddingRequest, None]:
     """The legacy form; an empty prompt (loading the model) gets an empty embedding back."""
     wire = validate(EmbeddingsBody, body)
+    refuse_unrecognized(wire)
     request = EmbeddingRequest(model=model_name(wire.model), inputs=(wire.prompt,) if wire.prompt else ())
     return Parsed(request, None, keep_alive=keep_alive_seconds(wire.keep_alive))
 

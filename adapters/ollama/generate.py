@@ -8,8 +8,8 @@ from typing import Any
 
 from asgi_llm.core import ChatRequest, CompletionRequest, GenerationEvent, GenerationRequest, Message, Unsupported
 
-from ..base import GenerateRoute, Meta, Parsed, validate
-from .common import Clock, GenerateFields, keep_alive_seconds, model_name, sampling
+from ..base import GenerateRoute, Meta, Parsed, refuse_unrecognized, validate
+from .common import Clock, GenerateFields, keep_alive_seconds, model_name, context_need, sampling, think_reasoning
 from .stream import Delta, NdjsonStream, render_reply
 
 __all__ = ["parse", "render", "fields", "GenerateStream", "ROUTE"]
@@ -28,6 +28,7 @@ class GenerateBody(GenerateFields):
 def parse(body: Any) -> Parsed[GenerationRequest, None]:
     wire = validate(GenerateBody, body)
     _refuse_unsupported(wire)
+    refuse_unrecognized(wire)
     params = sampling(wire.options, logprobs=wire.logprobs, top_logprobs=wire.top_logprobs, fmt=wire.format)
     model = model_name(wire.model)
     keep_alive = keep_alive_seconds(wire.keep_alive)
@@ -35,12 +36,16 @@ def parse(body: Any) -> Parsed[GenerationRequest, None]:
     if not wire.prompt:  # Ollama's "load the model" call (with `keep_alive: 0`, "unload" it)
         request = ChatRequest(model=model, messages=(), sampling=params)
         return Parsed(request, None, stream=wire.stream, keep_alive=keep_alive, load_only=True)
+    reasoning = think_reasoning(wire.think)
     if wire.raw:  # the prompt is already templated; like Ollama, `system` has no place in it
+        if reasoning is not None:
+            raise Unsupported("'think' needs the model's template; a raw prompt has none.", param="think")
         request = CompletionRequest(model=model, prompts=(wire.prompt,), sampling=params)
     else:
         system = (Message(role="system", content=wire.system),) if wire.system else ()
-        request = ChatRequest(model=model, messages=(*system, Message(role="user", content=wire.prompt)), sampling=params)
-    return Parsed(request, None, stream=wire.stream, keep_alive=keep_alive)
+        turn = (*system, Message(role="user", content=wire.prompt))
+        request = ChatRequest(model=model, messages=turn, sampling=params, reasoning=reasoning)
+    return Parsed(request, None, stream=wire.stream, keep_alive=keep_alive, needs_context=context_need(wire.options))
 
 
 def _refuse_unsupported(wire: GenerateBody) -> None:

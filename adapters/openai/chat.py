@@ -16,6 +16,7 @@ from asgi_llm.core import (
     LLMError,
     Message,
     OutputFormat,
+    Reasoning,
     ReasoningDelta,
     ToolCall,
     ToolCallDelta,
@@ -41,9 +42,19 @@ from asgi_llm.wire.openai_chat import (
 )
 from asgi_llm.wire.openai_chat import ToolCall as ToolCallOut
 
-from ..base import GenerateRoute, Meta, Parsed, Unrecorded, validate
+from ..base import GenerateRoute, Meta, Parsed, Unrecorded, refuse_unrecognized, validate
 from ..json_output import json_object, json_schema
-from .common import SSE_DONE, SamplingBody, Wire, chat_logprobs, render_error, sampling_params, sse, usage_dict
+from .common import (
+    SSE_DONE,
+    SamplingBody,
+    Wire,
+    chat_logprobs,
+    effort_reasoning,
+    render_error,
+    sampling_params,
+    sse,
+    usage_dict,
+)
 
 __all__ = ["parse", "render", "ChatStream", "ROUTE"]
 
@@ -115,6 +126,9 @@ class ChatBody(SamplingBody):
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None
     response_format: ResponseFormat | None = None
+    reasoning_effort: str | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    """vLLM's and llama.cpp's server's way to pass `enable_thinking`; the one key honoured here."""
 
 
 @dataclass(frozen=True)
@@ -125,6 +139,7 @@ class ChatOptions:
 def parse(body: Any) -> Parsed[ChatRequest, ChatOptions]:
     wire = validate(ChatBody, body)
     _refuse_unsupported(wire)
+    refuse_unrecognized(wire, handled=_HANDLED)
     if wire.top_logprobs and not wire.logprobs:
         raise InvalidRequest("'top_logprobs' requires 'logprobs' to be true.", param="top_logprobs")
     sampling = sampling_params(
@@ -143,6 +158,7 @@ def parse(body: Any) -> Parsed[ChatRequest, ChatOptions]:
         tools=tuple(ToolSpec(t.function.name, t.function.description, t.function.parameters or {}) for t in wire.tools or ()),
         tool_choice=_tool_choice(wire),
         parallel_tool_calls=wire.parallel_tool_calls is not False,
+        reasoning=_reasoning(wire),
     )
     include_usage = bool(wire.stream_options and wire.stream_options.include_usage)
     return Parsed(request, ChatOptions(include_usage), stream=bool(wire.stream))
@@ -171,6 +187,29 @@ def _output_format(fmt: ResponseFormat | None) -> OutputFormat | None:
     if spec.schema_ is None:  # no schema: any JSON object
         return json_object("response_format.json_schema")
     return json_schema(spec.schema_, "response_format.json_schema.schema", name=spec.name, strict=spec.strict)
+
+
+def _reasoning(wire: ChatBody) -> Reasoning | None:
+    """`reasoning_effort`, or `chat_template_kwargs.enable_thinking`; both must agree."""
+    by_effort = effort_reasoning(wire.reasoning_effort, "reasoning_effort")
+    kwargs = wire.chat_template_kwargs or {}
+    for key in kwargs:
+        if key != "enable_thinking":
+            param = f"chat_template_kwargs.{key}"
+            raise Unsupported(f"'{param}' is not supported; only 'enable_thinking' is.", param=param)
+    switch = kwargs.get("enable_thinking")
+    if switch is None:
+        return by_effort
+    param = "chat_template_kwargs.enable_thinking"
+    if not isinstance(switch, bool):
+        raise InvalidRequest(f"'{param}' must be true or false.", param=param)
+    if by_effort is not None and by_effort.enabled != switch:
+        raise InvalidRequest(f"'{param}' and 'reasoning_effort' disagree.", param=param)
+    return Reasoning(enabled=switch, param=param)
+
+
+_HANDLED = ("modalities",)
+"""Extras checked below: text output is what we give, anything else is refused."""
 
 
 def _refuse_unsupported(wire: ChatBody) -> None:

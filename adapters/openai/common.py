@@ -8,7 +8,7 @@ from typing import Annotated, Any, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from asgi_llm.core import InvalidRequest, LLMError, OutputFormat, SamplingParams, TokenLogprob, Usage
+from asgi_llm.core import InvalidRequest, LLMError, OutputFormat, Reasoning, SamplingParams, TokenLogprob, Usage
 from asgi_llm.wire import openai_chat as wire
 
 from ..base import Reply
@@ -26,6 +26,8 @@ __all__ = [
     "usage_dict",
     "chat_logprobs",
     "stop_list",
+    "EFFORTS",
+    "effort_reasoning",
 ]
 
 SSE_DONE = b"data: [DONE]\n\n"
@@ -89,6 +91,19 @@ def chat_logprobs(tokens: Sequence[TokenLogprob]) -> list[wire.TokenLogprob]:
         }
         for t in tokens
     ]
+
+
+EFFORTS = ("none", "minimal", "low", "medium", "high")
+"""OpenAI's reasoning efforts: the first two turn reasoning off, the rest on (a local model's
+reasoning has no graded length, so low, medium and high ask the same)."""
+
+
+def effort_reasoning(effort: str | None, param: str) -> Reasoning | None:
+    if effort is None:
+        return None
+    if effort not in EFFORTS:
+        raise InvalidRequest(f"'{param}' must be one of {', '.join(EFFORTS)}.", param=param)
+    return Reasoning(enabled=effort not in ("none", "minimal"), param=param)
 
 
 def stop_list(stop: str | Sequence[str] | None) -> tuple[str, ...]:

@@ -20,7 +20,7 @@ from asgi_llm.core import (
     total_usage,
 )
 
-from ..base import GenerateRoute, Meta, Parsed, Unrecorded, validate
+from ..base import GenerateRoute, Meta, Parsed, Unrecorded, refuse_unrecognized, validate
 from .common import SSE_DONE, SamplingBody, render_error, sampling_params, sse, usage_dict
 
 __all__ = ["parse", "render", "CompletionStream", "ROUTE"]
@@ -49,6 +49,7 @@ def parse(body: Any) -> Parsed[CompletionRequest, CompletionOptions]:
         raise Unsupported("'suffix' (insertion) is not supported.", param="suffix")
     if wire.best_of is not None and wire.best_of != (wire.n or 1):
         raise Unsupported("'best_of' other than 'n' is not supported.", param="best_of")
+    refuse_unrecognized(wire)
     prompts = _prompts(wire.prompt)
     if wire.max_tokens == 0 and not wire.echo:
         raise InvalidRequest("'max_tokens' must be at least 1 unless 'echo' is set.", param="max_tokens")

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from asgi_llm.core import EmbeddingRequest, EmbeddingResult, InvalidRequest, Unsupported
 
-from ..base import EmbedRoute, Meta, Parsed, validate
+from ..base import EmbedRoute, Meta, Parsed, refuse_unrecognized, validate
 from .common import Wire
 
 __all__ = ["parse", "render", "ROUTE"]
@@ -33,6 +33,7 @@ def parse(body: Any) -> Parsed[EmbeddingRequest, Encoding]:
     wire = validate(EmbeddingBody, body)
     if wire.dimensions is not None:
         raise Unsupported("'dimensions' is not supported; this model has a fixed size.", param="dimensions")
+    refuse_unrecognized(wire)
     raw = wire.input
     inputs: tuple[str | tuple[int, ...], ...]
     if isinstance(raw, str):

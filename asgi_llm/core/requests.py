@@ -14,6 +14,7 @@ __all__ = [
     "OutputFormat",
     "Message",
     "SamplingParams",
+    "Reasoning",
     "ChatRequest",
     "CompletionRequest",
     "EmbeddingRequest",
@@ -96,6 +97,15 @@ class SamplingParams:
 
 
 @dataclass(frozen=True)
+class Reasoning:
+    """Whether the model reasons before it answers, as the request asks; `param` names the field
+    that asked, for the refusal a model that cannot reason gives when asked to."""
+
+    enabled: bool
+    param: str
+
+
+@dataclass(frozen=True)
 class ChatRequest:
     model: str
     messages: tuple[Message, ...]
@@ -105,6 +115,8 @@ class ChatRequest:
     tools: tuple[ToolSpec, ...] = ()
     tool_choice: ToolChoice = "auto"
     parallel_tool_calls: bool = True
+    reasoning: Reasoning | None = None
+    """None: the model's configured default (its template's own, unless the config says)."""
 
 
 @dataclass(frozen=True)

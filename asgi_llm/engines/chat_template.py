@@ -58,8 +58,15 @@ class ChatTemplate:
         self.eos_token = eos_token
 
     def render(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (), add_generation_prompt: bool = True
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        add_generation_prompt: bool = True,
+        enable_thinking: bool | None = None,
     ) -> str:
+        """`enable_thinking` reaches templates that have the switch (Qwen3's and others'); None
+        leaves it undefined, so each template keeps its own default."""
         payload: list[dict[str, Any]] = []
         for m in messages:
             item: dict[str, Any] = {"role": m.role, "content": m.content}
@@ -73,12 +80,14 @@ class ChatTemplate:
                 item["reasoning_content"] = m.reasoning
             payload.append(item)
         try:
+            switch = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
             return self._template.render(
                 messages=payload,
                 add_generation_prompt=add_generation_prompt,
                 tools=[_tool_spec(t) for t in tools] or None,
                 bos_token=self.bos_token,
                 eos_token=self.eos_token,
+                **switch,
             )
         except InvalidRequest:
             raise

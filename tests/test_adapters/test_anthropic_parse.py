@@ -170,8 +170,11 @@ def test_tool_choice(choice: dict[str, Any] | None, expected: str, parallel: boo
 
 
 def test_count_tokens_needs_no_max_tokens_and_never_streams() -> None:
-    parsed = anthropic_messages.parse_count({"model": "m", "messages": USER, "stream": True})
+    parsed = anthropic_messages.parse_count({"model": "m", "messages": USER})
     assert parsed.request.sampling.max_tokens is None and not parsed.stream
+    with pytest.raises(InvalidRequest) as streamed:
+        anthropic_messages.parse_count({"model": "m", "messages": USER, "stream": True})  # counting never streams
+    assert streamed.value.param == "stream"
     with pytest.raises(InvalidRequest) as caught:
         anthropic_messages.parse_count({"model": "m", "messages": [{"role": "user", "content": [{"type": "text"}]}]})
     assert caught.value.param == "messages[0].content[0].text"
@@ -186,9 +189,12 @@ def test_a_turn_of_tool_results_only_has_no_user_message() -> None:
     assert [(m.role, m.content, m.tool_call_id) for m in messages] == [("user", "hi", None), ("tool", "ok", "t")]
 
 
-def test_unknown_fields_are_kept_not_refused() -> None:
+def test_unknown_fields_are_refused_and_inert_ones_pass() -> None:
     parsed = anthropic_messages.parse(body(service_tier="auto", container=None, metadata={"user_id": "u", "x": 1}))
-    assert parsed.request.user == "u"
+    assert parsed.request.user == "u"  # one tier serves every request; a null field is not set
+    with pytest.raises(InvalidRequest) as caught:
+        anthropic_messages.parse(body(container="c-1"))
+    assert caught.value.param == "container" and "Unrecognized parameter" in caught.value.message
 
 
 # -- errors ----------------------------------------------------------------------------------------------

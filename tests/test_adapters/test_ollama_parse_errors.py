@@ -111,8 +111,8 @@ def test_unsupported_names_the_param(parse: Any, body: Any, param: str) -> None:
         pytest.param(chat(format=""), id="format-empty"),
         pytest.param(chat(format=None), id="format-null"),
         pytest.param(chat(options=None, tools=[], keep_alive=None, think=None), id="nulls-and-empty-tools"),
-        pytest.param(chat(options={"mirostat": 2, "num_gpu": 99, "penalize_newline": True, "f16_kv": "x"}), id="unknown-options"),
-        pytest.param(chat(think=True, keep_alive="10m", unknown_field=1), id="think-and-extras"),
+        pytest.param(chat(options={"mirostat": None}), id="null-options"),
+        pytest.param(chat(think=True, keep_alive="10m", unknown_field=None), id="think-and-null-extras"),
         pytest.param(chat(messages=[{"role": "user", "content": "hi", "images": []}]), id="no-images"),
     ],
 )
@@ -164,4 +164,22 @@ def test_generate_templated_or_raw() -> None:
 def test_empty_prompt_is_a_load_call(parse: Any, body: dict[str, Any]) -> None:
     parsed = parse(body)
     assert parsed.load_only and parsed.keep_alive is None
-    assert not parse({**body, "prompt": "go", "messages": USER}).load_only
+    given = {"messages": USER} if parse is CHAT else {"prompt": "go"}
+    assert not parse({**body, **given}).load_only
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        (chat(options={"mirostat": 2}), "options.mirostat"),
+        (chat(options={"typical_p": 0.9}), "options.typical_p"),
+        (chat(options={"num_gpu": 99}), "options.num_gpu"),
+        (chat(unknown_field=1), "unknown_field"),
+        (generate(images_too=["x"]), "images_too"),
+    ],
+)
+def test_options_and_fields_we_do_not_honour_are_refused_by_name(body: dict[str, Any], param: str) -> None:
+    parse = ollama_chat.parse if "messages" in body else ollama_generate.parse
+    with pytest.raises(InvalidRequest) as caught:
+        parse(body)
+    assert caught.value.param == param and caught.value.status == 400

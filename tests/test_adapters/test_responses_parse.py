@@ -210,7 +210,6 @@ def test_harmless_hints_are_accepted() -> None:
             reasoning={"effort": "high", "summary": "auto"},
             text={"format": {"type": "text"}, "verbosity": "low"},
             truncation="disabled",
-            safety_identifier="s",
             prompt_cache_key="k",
             stream_options={"include_obfuscation": False},
         )

@@ -15,9 +15,11 @@ from asgi_llm.core import (
     Finish,
     Message,
     PromptRead,
+    Reasoning,
     ReasoningDelta,
     SamplingParams,
     TextDelta,
+    Unsupported,
 )
 
 from .local_engine import local_engine
@@ -79,3 +81,44 @@ async def test_reasoning_blocks_are_split_only_for_models_that_have_them() -> No
         assert all(isinstance(e, ReasoningDelta) for e in unclosed[:-1]) and len(unclosed) > 1
         assert isinstance(unclosed[-1], Finish) and unclosed[-1].reason == "length"
         assert unclosed[-1].usage.reasoning_tokens == unclosed[-1].usage.completion_tokens == 3  # all of it thought
+
+
+def _chat(reasoning: Reasoning | None) -> ChatRequest:
+    sampling = SamplingParams(max_tokens=8, temperature=0)
+    return ChatRequest(model="m", messages=(Message("user", "Hi"),), sampling=sampling, reasoning=reasoning)
+
+
+async def test_reasoning_on_is_refused_by_a_model_that_cannot_and_off_is_as_asked() -> None:
+    async with local_engine(ModelConfig(n_ctx=512)) as engine:
+        with pytest.raises(Unsupported) as refused:
+            [e async for e in engine.generate(_chat(Reasoning(True, "reasoning_effort")))]
+        assert refused.value.param == "reasoning_effort" and "does not reason" in refused.value.message
+        plain = [e async for e in generation(engine, _chat(None))]
+        off = [e async for e in generation(engine, _chat(Reasoning(False, "think")))]
+        assert off[:-1] == plain[:-1]  # nothing to turn off: the same reply (the prompt now cached)
+        assert isinstance(off[-1], Finish) and off[-1].usage.prompt_tokens == plain[-1].usage.prompt_tokens
+
+        engine._thinks = True  # a reasoning model whose template has no switch: an empty block closes it
+        prompt = await engine._thread.call(lambda: engine._prompts(_chat(Reasoning(False, "think")))[0][0])
+        text = engine._loaded().detokenize(prompt, special=True)
+        assert text.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+        assert not [e async for e in generation(engine, _chat(Reasoning(False, "think"))) if isinstance(e, ReasoningDelta)]
+
+
+SWITCHED = (  # a template with Qwen3's switch; it mentions <think>, so the model counts as reasoning
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "<|im_start|>assistant\n{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{% endif %}"
+)
+
+
+async def test_a_template_with_its_own_switch_gets_enable_thinking() -> None:
+    async with local_engine(ModelConfig(n_ctx=512, chat_template=SWITCHED, reasoning="off")) as engine:
+        assert engine._thinks and engine._template_switch
+        tokens = {
+            label: await engine._thread.call(lambda r=request: engine._prompts(r)[0][0])
+            for label, request in (("on", _chat(Reasoning(True, "think"))), ("default", _chat(None)))
+        }
+        on, default = (engine._loaded().detokenize(tokens[k], special=True) for k in ("on", "default"))
+        assert on.endswith("<|im_start|>assistant\n")  # switched on: the template leaves the block to the model
+        assert default.endswith("<think>\n\n</think>\n\n")  # the config's `reasoning = "off"`, by the template
+        assert default.count("</think>") == 1  # the template's own closing, not ours as well

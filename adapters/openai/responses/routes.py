@@ -25,8 +25,20 @@ from asgi_llm.core import (
     Unsupported,
 )
 
-from ...base import CountRoute, GenerateRoute, InfoContext, Meta, Parsed, Reply, StateRoute, StateStore, validate
+from ...base import (
+    CountRoute,
+    GenerateRoute,
+    InfoContext,
+    Meta,
+    Parsed,
+    Reply,
+    StateRoute,
+    StateStore,
+    refuse_unrecognized,
+    validate,
+)
 from ...json_output import json_object, json_schema
+from ..common import effort_reasoning
 from .input import Item, messages, normalize_input, validate_at
 from .output import Output, ResponsesStream, finished
 
@@ -145,6 +157,7 @@ def parse_count(body: Any) -> Parsed[ChatRequest, ResponsesOptions]:
 
 def _parse(wire: _Body, model: str) -> Parsed[ChatRequest, ResponsesOptions]:
     _refuse_unsupported(wire)
+    refuse_unrecognized(wire, handled=_HANDLED)
     items = normalize_input(wire.input)
     if not items and wire.instructions is None and wire.previous_response_id is None:
         raise InvalidRequest("Missing required parameter: 'input'.", param="input")
@@ -165,7 +178,8 @@ def _parse(wire: _Body, model: str) -> Parsed[ChatRequest, ResponsesOptions]:
         user=wire.user,
         tools=specs,
         tool_choice=_tool_choice(wire.tool_choice, {s.name for s in specs}),
-        parallel_tool_calls=wire.parallel_tool_calls is not False,
+        parallel_tool_calls=wire.parallel_tool_calls is not False and wire.max_tool_calls != 1,
+        reasoning=effort_reasoning(wire.reasoning.effort if wire.reasoning else None, "reasoning.effort"),
     )
     store = wire.store is not False
     options = ResponsesOptions(
@@ -194,14 +208,27 @@ def _format_echo(fmt: _TextFormat | None) -> dict[str, Any]:
     return echo if fmt.description is None else {**echo, "description": fmt.description}
 
 
+_HANDLED = ("conversation", "background", "prompt", "prompt_cache_key", "stream_options")
+"""Extras checked below. `prompt_cache_key` needs nothing done: every prompt's prefix is
+cached, whatever key routes it."""
+
+
 def _refuse_unsupported(wire: _Body) -> None:
     """Never ignore what a client relies on: say it is unsupported, naming the param."""
     if wire.truncation == "auto":
         raise Unsupported("Automatic truncation is not supported; the input must fit the context.", param="truncation")
+    if wire.max_tool_calls is not None and wire.max_tool_calls != 1:
+        raise Unsupported("'max_tool_calls' can only be 1 (one call, as with parallel_tool_calls false).", param="max_tool_calls")
     extra = wire.model_extra or {}
     for name in ("conversation", "background", "prompt"):
         if extra.get(name):
             raise Unsupported(f"'{name}' is not supported by this server.", param=name)
+    options = extra.get("stream_options")
+    if options is not None and (not isinstance(options, dict) or set(options) - {"include_obfuscation"}):
+        raise InvalidRequest("'stream_options' takes only 'include_obfuscation'.", param="stream_options")
+    if options and options.get("include_obfuscation"):
+        param = "stream_options.include_obfuscation"
+        raise Unsupported("Stream obfuscation is not supported; send false or leave it out.", param=param)
 
 
 def _tools(raw: list[Any] | None) -> tuple[list[dict[str, Any]], tuple[ToolSpec, ...]]:

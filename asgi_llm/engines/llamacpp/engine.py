@@ -201,7 +201,20 @@ class LlamaCppEngine:
         source = self.config.chat_template or model.metadata.get("tokenizer.chat_template") or CHATML
         self._template_has_tools = "tools" in source
         self._template_thinks = _THINK[0] in source
+        self._template_switch = "enable_thinking" in source
         return ChatTemplate(source, bos_token=model.token_text(model.bos), eos_token=model.token_text(model.eos))
+
+    def _thinking(self, request: ChatRequest) -> bool | None:
+        """Whether this request's output reasons first: as it asks, else as the model's config
+        says (None: as its template does). Asking a model that cannot reason to is refused."""
+        if request.reasoning is None:
+            return {"auto": None, "on": True, "off": False}[self.config.reasoning] if self._thinks else None
+        if request.reasoning.enabled and not self._thinks:
+            raise Unsupported(
+                f"The model '{self.config.id}' does not reason, so its reasoning cannot be turned on.",
+                param=request.reasoning.param,
+            )
+        return request.reasoning.enabled
 
     def _loaded(self) -> Model:
         if self._model is None:
@@ -216,7 +229,10 @@ class LlamaCppEngine:
             messages = request.messages
             if offers_tools(request) and not self._template_has_tools:
                 messages = with_tools_note(messages, request.tools)
-            text = self._template.render(messages, tools=request.tools)
+            thinking = self._thinking(request)
+            text = self._template.render(messages, tools=request.tools, enable_thinking=thinking)
+            if thinking is False and self._thinks and not self._template_switch:
+                text = _closed_block(text)
             return [(model.tokenize(text, add_bos=not text.startswith(self._template.bos_token or "\0")), None)]
         prompts = []
         for i, prompt in enumerate(request.prompts):
@@ -270,6 +286,7 @@ class LlamaCppEngine:
                     echo=echo,
                     count_prompt=j == 0,
                     reasoning=constraint.schema is None,  # a grammar holds the whole output, from its start
+                    shown=not (isinstance(request, ChatRequest) and self._thinking(request) is False),
                 )
                 job.events = iter(constraint.wrap(events))
                 jobs.append(job)
@@ -307,10 +324,12 @@ class LlamaCppEngine:
         echo: str | None,
         count_prompt: bool,
         reasoning: bool,
+        shown: bool = True,
     ) -> Generator[GenerationEvent | None, None, None]:
         """One choice, advanced by the scheduler each time its logits are ready; `None` hands it
         the next token to decode. With `reasoning`, a model's `<think>` block goes out as
-        `ReasoningDelta`s; stop sequences, logprobs and the watch for tool calls apply to the
+        `ReasoningDelta`s (unless not `shown`: reasoning turned off, a block the model writes
+        anyway is dropped); stop sequences, logprobs and the watch for tool calls apply to the
         answer text only."""
         model = self._loaded()
         decoder = self._decoder
@@ -343,7 +362,7 @@ class LlamaCppEngine:
             if splitter is not None:
                 thought, text = splitter.feed(text)
                 reasoned.count(splitter)
-                if thought:
+                if thought and shown:
                     yield ReasoningDelta(thought, index=index)
                 if splitter.in_block:
                     pending = []  # the tokens of reasoning and its markers have no logprobs to report
@@ -366,7 +385,7 @@ class LlamaCppEngine:
                 thought, rest = splitter.feed(rest)
                 last = splitter.finish()
                 thought, rest = thought + last.reasoning, rest + last.answer
-                if thought:
+                if thought and shown:
                     yield ReasoningDelta(thought, index=index)
             rest = stops.feed(rest)
             if stops.matched is None:
@@ -389,3 +408,11 @@ class LlamaCppEngine:
         if self._embedder is None:
             self._embedder = Embedder(self._loaded(), self.config, self.context_length)
         return self._embedder.embed(request, self._checked_ids)
+
+
+def _closed_block(prompt: str) -> str:
+    """The prompt with an empty reasoning block after it, so the answer comes at once: for a
+    model that reasons and a template with no switch to say not to (Qwen3's own switch does
+    the same). A block the template opened is closed instead."""
+    opened = prompt.rstrip().endswith(_THINK[0])
+    return prompt + ("\n\n" if opened else f"{_THINK[0]}\n\n") + f"{_THINK[1]}\n\n"
