@@ -22,7 +22,7 @@ from ...core.events import (
     TokenLogprob,
     Usage,
 )
-from ...core.requests import ChatRequest, EmbeddingRequest, GenerationRequest, SamplingParams
+from ...core.requests import ChatRequest, EmbeddingRequest, GenerationRequest, Message, SamplingParams
 from ..batching import END, Job, Scheduler, Ticket
 from ..chat_template import CHATML, ChatTemplate
 from ..decoding.constraints import LazyCalls, constraint_for, offers_tools
@@ -226,13 +226,14 @@ class LlamaCppEngine:
         model = self._loaded()
         if isinstance(request, ChatRequest):
             assert self._template is not None
-            messages = request.messages
+            messages, prefill = _prefill(request.messages)
             if offers_tools(request) and not self._template_has_tools:
                 messages = with_tools_note(messages, request.tools)
             thinking = self._thinking(request)
             text = self._template.render(messages, tools=request.tools, enable_thinking=thinking)
             if thinking is False and self._thinks and not self._template_switch:
                 text = _closed_block(text)
+            text += prefill
             return [(model.tokenize(text, add_bos=not text.startswith(self._template.bos_token or "\0")), None)]
         prompts = []
         for i, prompt in enumerate(request.prompts):
@@ -416,3 +417,12 @@ def _closed_block(prompt: str) -> str:
     the same). A block the template opened is closed instead."""
     opened = prompt.rstrip().endswith(_THINK[0])
     return prompt + ("\n\n" if opened else f"{_THINK[0]}\n\n") + f"{_THINK[1]}\n\n"
+
+
+def _prefill(messages: tuple[Message, ...]) -> tuple[tuple[Message, ...], str]:
+    """A conversation that ends in the assistant's own words (no tool calls) is continued, not
+    answered by a new turn: the turns before it, and the start the reply must continue from (how
+    Anthropic and llama.cpp's server take a prefill). The reply carries the continuation only."""
+    if messages and messages[-1].role == "assistant" and not messages[-1].tool_calls:
+        return messages[:-1], messages[-1].content
+    return messages, ""
