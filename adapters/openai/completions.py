@@ -81,7 +81,7 @@ def completion_logprobs(tokens: Sequence[TokenLogprob], offset: int) -> dict[str
     return {
         "tokens": [t.token for t in tokens],
         "token_logprobs": [t.logprob for t in tokens],
-        "top_logprobs": [{o.token: o.logprob for o in t.top} for t in tokens],
+        "top_logprobs": [None if t.logprob is None else {o.token: o.logprob for o in t.top} for t in tokens],
         "text_offset": offsets,
     }
 

@@ -52,7 +52,8 @@ class TopLogprob:
 @dataclass(frozen=True)
 class TokenLogprob:
     token: str
-    logprob: float
+    logprob: float | None
+    """None for a prompt's first token, which nothing precedes (echoed prompts only)."""
     bytes: bytes
     top: tuple[TopLogprob, ...] = ()
 

@@ -113,7 +113,11 @@ class TopLogprob(TypedDict):
     bytes: list[int]
 
 
-class TokenLogprob(TopLogprob):
+class TokenLogprob(TypedDict):
+    token: str
+    logprob: float | None
+    """Never None in chat: only an echoed prompt's first token has none."""
+    bytes: list[int]
     top_logprobs: list[TopLogprob]
 
 

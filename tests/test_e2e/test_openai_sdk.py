@@ -162,3 +162,23 @@ def test_health_reports_the_backend_it_got(server) -> None:
     backend = model["backend"]
     assert backend["gpu_offload"] in (True, False)
     assert backend["n_ctx"] == 2048 and backend["n_threads"] >= 1 and backend["n_params"] > 100_000_000
+
+
+def test_echo_with_logprobs_scores_the_prompt_too(client: openai.OpenAI) -> None:
+    """What scoring tools (lm-evaluation-harness) need: each prompt token's logprob given the
+    ones before it, the first having none, aligned with the echoed text."""
+    prompt = "The capital of France is Paris"
+    echoed = client.completions.create(model=MODEL, prompt=prompt, max_tokens=0, echo=True, logprobs=2, temperature=0)
+    scores = echoed.choices[0].logprobs
+    assert scores is not None and scores.tokens and scores.token_logprobs and scores.text_offset and scores.top_logprobs
+    assert echoed.choices[0].text == prompt == "".join(scores.tokens)
+    assert scores.token_logprobs[0] is None and scores.top_logprobs[0] is None
+    assert scores.text_offset == [sum(len(t) for t in scores.tokens[:i]) for i in range(len(scores.tokens))]
+    assert all(lp is not None and lp < 0 for lp in scores.token_logprobs[1:])
+    generated = client.completions.create(
+        model=MODEL, prompt="The capital of France is", max_tokens=1, logprobs=2, temperature=0
+    )
+    guess = generated.choices[0].logprobs
+    assert guess is not None and guess.tokens == [" Paris"] and guess.token_logprobs
+    assert scores.tokens[-1] == " Paris"
+    assert abs(scores.token_logprobs[-1] - guess.token_logprobs[0]) < 0.05  # the same context, read twice

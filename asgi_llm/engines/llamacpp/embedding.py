@@ -13,7 +13,7 @@ from ...core.errors import ContextOverflow, InvalidRequest
 from ...core.events import Embedding, EmbeddingResult
 from ...core.requests import EmbeddingRequest
 from ..batching import BatchToken
-from .native import Decoder, Model, new_embedding_context
+from .native import Decoder, Model, new_single_context
 
 __all__ = ["Embedder"]
 
@@ -26,7 +26,8 @@ class Embedder:
     def __init__(self, model: Model, config: ModelConfig, context_length: int) -> None:
         self._model = model
         self._size = min(context_length, 2048)
-        context = new_embedding_context(model, config, size=self._size, pooling=_POOLING[config.pooling])
+        pooling = _POOLING[config.pooling]
+        context = new_single_context(model, config, size=self._size, batch=self._size, pooling=pooling)
         self._decoder = Decoder(context)
         self._n_embd = int(model.native.n_embd())
 

@@ -23,7 +23,7 @@ from ...core.events import (
     Usage,
 )
 from ...core.requests import ChatRequest, EmbeddingRequest, GenerationRequest, Message, SamplingParams
-from ..batching import END, Job, Scheduler, Ticket
+from ..batching import END, BatchToken, Job, Scheduler, Ticket
 from ..chat_template import CHATML, ChatTemplate
 from ..decoding.constraints import LazyCalls, constraint_for, offers_tools
 from ..inference_thread import Channel, InferenceThread
@@ -32,7 +32,7 @@ from ..decoding.stops import StopMatcher
 from ..decoding.tool_calls import with_tools_note
 from ..decoding.tool_detect import MARKERS
 from .embedding import Embedder
-from .native import Decoder, Model, backend_info, new_context
+from .native import Decoder, Model, backend_info, new_context, new_single_context
 from .sampling import Sampling, checked_grammar, logprob
 
 __all__ = ["LlamaCppEngine"]
@@ -265,6 +265,7 @@ class LlamaCppEngine:
             self._check_fits(tokens, request)
         jobs = []
         for p, (tokens, echo) in enumerate(prompts):
+            read = self._prompt_logprobs(tokens, constraint.sampling.top_logprobs) if echo and constraint.sampling.logprobs else ()
             group = object()
             for j in range(request.n):
                 index = p * request.n + j
@@ -285,6 +286,7 @@ class LlamaCppEngine:
                     index,
                     sampling,
                     echo=echo,
+                    echo_logprobs=read,
                     count_prompt=j == 0,
                     reasoning=constraint.schema is None,  # a grammar holds the whole output, from its start
                     shown=not (isinstance(request, ChatRequest) and self._thinking(request) is False),
@@ -293,6 +295,25 @@ class LlamaCppEngine:
                 jobs.append(job)
         ticket.open = len(jobs)
         self._scheduler.submit(jobs)
+
+    def _prompt_logprobs(self, tokens: list[int], top_n: int) -> tuple[TokenLogprob, ...]:
+        """Each prompt token's logprob given the tokens before it (the first has none; a BOS the
+        tokenizer added is not shown), read in a context of its own, a chunk at a time: what an
+        echoed completion reports, as scoring tools need."""
+        model = self._loaded()
+        added_bos = model.adds_bos and tokens[0] == model.bos
+        first = model.piece(tokens[0])
+        read = [] if added_bos else [TokenLogprob(first.decode("utf-8", "replace"), None, first)]
+        decoder = Decoder(new_single_context(model, self.config, size=len(tokens), batch=min(len(tokens), 256)))
+        try:
+            for start in range(0, len(tokens) - 1, decoder.capacity):
+                part = tokens[start : start + decoder.capacity]
+                decoder.decode([BatchToken(token, start + i, 0, True) for i, token in enumerate(part)])
+                for row, following in enumerate(tokens[start + 1 : start + 1 + len(part)]):
+                    read.append(logprob(model, decoder.logits(row), following, model.piece(following), top_n))
+        finally:
+            decoder.close()
+        return tuple(read)
 
     def _lazy(self, calls: LazyCalls) -> tuple[LazyCalls, str | None]:
         """`auto` calls, with the grammar of one call if decoding can hold calls to it."""
@@ -323,6 +344,7 @@ class LlamaCppEngine:
         sampling: Sampling,
         *,
         echo: str | None,
+        echo_logprobs: tuple[TokenLogprob, ...] = (),
         count_prompt: bool,
         reasoning: bool,
         shown: bool = True,
@@ -339,7 +361,7 @@ class LlamaCppEngine:
         if count_prompt:  # read by now: the prompt's size goes out before its first token
             job.ticket.send(PromptRead(len(prompt), job.cached, index))
         if echo:
-            yield TextDelta(echo, index=index)
+            yield TextDelta(echo, index=index, logprobs=echo_logprobs)
         utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         splitter = self._splitter(prompt) if reasoning else None
         stops = StopMatcher(params.stop)

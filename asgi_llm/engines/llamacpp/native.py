@@ -21,7 +21,7 @@ from ...config import ModelConfig
 from ...core.errors import InternalError
 from ..batching import BatchToken
 
-__all__ = ["SPLIT_MODES", "Decoder", "Model", "backend_info", "new_context", "new_embedding_context", "route_llama_logs"]
+__all__ = ["SPLIT_MODES", "Decoder", "Model", "backend_info", "new_context", "new_single_context", "route_llama_logs"]
 
 internals: Any = _internals  # untyped
 SPLIT_MODES = {"none": 0, "layer": 1, "row": 2}
@@ -147,13 +147,17 @@ def new_context(model: Model, config: ModelConfig, *, sequences: int) -> Any:
     return internals.LlamaContext(model=model.native, params=params, verbose=True)
 
 
-def new_embedding_context(model: Model, config: ModelConfig, *, size: int, pooling: int) -> Any:
-    """A one-sequence context of `size` positions whose outputs are pooled embeddings."""
+def new_single_context(model: Model, config: ModelConfig, *, size: int, batch: int, pooling: int | None = None) -> Any:
+    """A one-sequence context of `size` positions beside the batched one, decoding `batch`
+    tokens at a time: for embeddings (pooled outputs, with `pooling`) or for reading a prompt's
+    own logprobs."""
     params = llama_cpp.llama_context_default_params()
-    params.n_ctx = params.n_batch = params.n_ubatch = size
+    params.n_ctx = size
+    params.n_batch = params.n_ubatch = batch
     params.n_seq_max = 1
-    params.embeddings = True
-    params.pooling_type = pooling
+    if pooling is not None:
+        params.embeddings = True
+        params.pooling_type = pooling
     params.n_threads = config.threads
     params.n_threads_batch = config.n_threads_batch or config.threads
     params.offload_kqv = config.offload_kqv
