@@ -51,6 +51,20 @@ def _details(card: ModelCard) -> dict[str, Any]:
     }
 
 
+CHATML = "{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}<|im_start|>assistant\n"
+"""Ollama's own Go template for ChatML models (its `chatml.gotmpl`)."""
+
+
+def template(card: ModelCard) -> str:
+    """The prompt template, as Ollama clients read it: a Go template where the model's is a
+    family Ollama renders with one (ChatML), else the GGUF's own Jinja template, which is
+    what serves the model here either way."""
+    source = card.facts.metadata.get("tokenizer.chat_template")
+    if not isinstance(source, str):
+        return ""
+    return CHATML if "<|im_start|>" in source and "<|im_end|>" in source else source
+
+
 def _model_info(card: ModelCard) -> dict[str, Any]:
     """The GGUF header's entries (arrays such as the vocabulary left out), as Ollama lists them."""
     facts = card.facts
@@ -132,7 +146,7 @@ def show(catalog: Sequence[ModelCard], body: Any) -> Reply:
     return 200, {
         "modelfile": "",
         "parameters": "",
-        "template": "",
+        "template": template(card),
         "details": _details(card),
         "model_info": _model_info(card),
         # Every model takes tools: a call is decoded under the tool's schema, template or not.

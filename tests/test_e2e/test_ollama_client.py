@@ -143,6 +143,7 @@ def test_list_show_ps(client: ollama.Client) -> None:
     # What the GGUF header says, read without llama.cpp: the training context, not the served one.
     assert shown.modelinfo is not None and shown.modelinfo["llama.context_length"] == 8192
     assert shown.modelinfo["general.parameter_count"] == 134_515_008
+    assert shown.template is not None and shown.template.startswith("{{- range .Messages }}<|im_start|>")  # ChatML, in Go
     assert "tokenizer.ggml.tokens" not in shown.modelinfo and "tokenizer.chat_template" not in shown.modelinfo
     assert shown.details is not None and shown.details.format == "gguf"
     details = (shown.details.family, shown.details.families, shown.details.parameter_size)
