@@ -192,7 +192,7 @@ def _reasoning(thinking: WireThinking | None) -> Reasoning | None:
     """`enabled` and `disabled` turn reasoning on and off; `adaptive` leaves it to the model."""
     if thinking is None or thinking.type == "adaptive":
         return None
-    return Reasoning(enabled=thinking.type == "enabled", param="thinking")
+    return Reasoning(enabled=thinking.type == "enabled", param="thinking", budget=thinking.budget_tokens)
 
 
 def _check_thinking(thinking: WireThinking | None, max_tokens: int | None) -> None:

@@ -103,6 +103,8 @@ class Reasoning:
 
     enabled: bool
     param: str
+    budget: int | None = None
+    """The most tokens it may spend reasoning (Anthropic's `budget_tokens`): the block is closed there."""
 
 
 @dataclass(frozen=True)

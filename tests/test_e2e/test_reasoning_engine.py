@@ -122,3 +122,29 @@ async def test_a_template_with_its_own_switch_gets_enable_thinking() -> None:
         assert on.endswith("<|im_start|>assistant\n")  # switched on: the template leaves the block to the model
         assert default.endswith("<think>\n\n</think>\n\n")  # the config's `reasoning = "off"`, by the template
         assert default.count("</think>") == 1  # the template's own closing, not ours as well
+
+
+OPENS_A_BLOCK = (  # ChatML whose generation prompt opens a think block, as DeepSeek-R1's does
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "<|im_start|>assistant\n<think>\n"
+)
+
+
+async def test_a_thinking_budget_closes_the_block_when_spent() -> None:
+    async with local_engine(ModelConfig(n_ctx=512, chat_template=OPENS_A_BLOCK)) as engine:
+        assert engine._thinks
+        free = [e async for e in generation(engine, _chat_long(Reasoning(True, "thinking")))]
+        budgeted = [e async for e in generation(engine, _chat_long(Reasoning(True, "thinking", budget=4)))]
+        marker = len(engine._loaded().tokenize("</think>\n\n", add_bos=False))
+        spent, unbounded = budgeted[-1], free[-1]
+        assert isinstance(spent, Finish) and isinstance(unbounded, Finish)
+        assert unbounded.usage.reasoning_tokens > 4 + marker  # left alone, this model thinks on
+        assert 4 <= spent.usage.reasoning_tokens <= 4 + marker  # the budget, then the forced close
+        thought = "".join(e.text for e in budgeted if isinstance(e, ReasoningDelta))
+        answer = "".join(e.text for e in budgeted if isinstance(e, TextDelta))
+        assert thought and answer and "</think>" not in answer  # it answers after the closed block
+
+
+def _chat_long(reasoning: Reasoning) -> ChatRequest:
+    sampling = SamplingParams(max_tokens=24, temperature=0)
+    return ChatRequest(model="m", messages=(Message("user", "Why is the sky blue?"),), sampling=sampling, reasoning=reasoning)

@@ -290,6 +290,7 @@ class LlamaCppEngine:
                     count_prompt=j == 0,
                     reasoning=constraint.schema is None,  # a grammar holds the whole output, from its start
                     shown=not (isinstance(request, ChatRequest) and self._thinking(request) is False),
+                    budget=request.reasoning.budget if isinstance(request, ChatRequest) and request.reasoning else None,
                 )
                 job.events = iter(constraint.wrap(events))
                 jobs.append(job)
@@ -348,12 +349,13 @@ class LlamaCppEngine:
         count_prompt: bool,
         reasoning: bool,
         shown: bool = True,
+        budget: int | None = None,
     ) -> Generator[GenerationEvent | None, None, None]:
         """One choice, advanced by the scheduler each time its logits are ready; `None` hands it
         the next token to decode. With `reasoning`, a model's `<think>` block goes out as
         `ReasoningDelta`s (unless not `shown`: reasoning turned off, a block the model writes
-        anyway is dropped); stop sequences, logprobs and the watch for tool calls apply to the
-        answer text only."""
+        anyway is dropped; a thinking `budget` closes the block once that many tokens are spent);
+        stop sequences, logprobs and the watch for tool calls apply to the answer text only."""
         model = self._loaded()
         decoder = self._decoder
         assert decoder is not None
@@ -370,9 +372,10 @@ class LlamaCppEngine:
         pending: list[TokenLogprob] = []
         produced = 0
         reasoned = Reasoned()
+        closing: list[int] = []  # the block's closing marker, forced once the thinking budget is spent
         reason: FinishReason = "length"
         while produced < limit:
-            token = sampling.sample(job.logits, decoder.context)
+            token = sampling.force(closing.pop(0)) if closing else sampling.sample(job.logits, decoder.context)
             if model.is_end(token):
                 reason = "stop"
                 break
@@ -385,6 +388,8 @@ class LlamaCppEngine:
             if splitter is not None:
                 thought, text = splitter.feed(text)
                 reasoned.count(splitter)
+                if budget is not None and splitter.reasoning and reasoned.tokens >= budget and not closing:
+                    closing = model.tokenize(f"{_THINK[1]}\n\n", add_bos=False)
                 if thought and shown:
                     yield ReasoningDelta(thought, index=index)
                 if splitter.in_block:

@@ -201,6 +201,14 @@ class Sampling:
         llama_cpp.llama_sampler_accept(self._grammar, token)
         return token
 
+    def force(self, token: int) -> int:
+        """A token the engine decides instead (a thinking budget's closing marker): the chain
+        and the grammar take it as if sampled, so penalties and structure stay in step."""
+        llama_cpp.llama_sampler_accept(self._chain.sampler, token)
+        if self._grammar is not None:
+            llama_cpp.llama_sampler_accept(self._grammar, token)
+        return token
+
     def _pick(self, row: int, grammar: Any) -> int:
         """What the chain picks from row `row`'s logits, after `grammar` (if any) has ruled; nothing accepted."""
         n_vocab = self._model.n_vocab
