@@ -150,6 +150,7 @@ def test_what_parses_but_no_text_or_stack_can_hold_is_400_in_each_protocol(serve
         ("lone UTF-16 surrogate", template.replace(b"CONTENT", _LONE_SURROGATE)),
         ("nests deeper than 128", with_tools),  # a schema that would exhaust jsonschema's recursion
         ("nests deeper than 128", b'{"model": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"),  # and json's
+        ("key 'model' twice", template.replace(b"CONTENT", b'"hi"')[:-1] + b', "model": "chat-only"}'),
     ]
     json_headers = {"content-type": "application/json"}
     for expected, body in bodies:

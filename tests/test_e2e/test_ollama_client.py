@@ -120,6 +120,11 @@ def test_keep_alive_zero_unloads_and_empty_prompt_loads(client: ollama.Client) -
         while f"{lazy}:latest" in _running(client) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert f"{lazy}:latest" not in _running(client)
+        # keep_alive 0 held for that request only: one without it reloads and stays, as in Ollama
+        client.chat(model=lazy, messages=[{"role": "user", "content": "Hi"}], options={"num_predict": 1})
+        time.sleep(0.2)
+        stays = {m.model: m for m in client.ps().models}.get(f"{lazy}:latest")
+        assert stays is not None and (stays.expires_at is None or stays.expires_at.timestamp() > time.time() + 3600)
     finally:
         client.generate(model=lazy, keep_alive=-1)  # back to the configured policy: stay loaded
 
