@@ -22,8 +22,8 @@ else:
 
 @admin.register(APIKey)
 class APIKeyAdmin(_ModelAdmin):
-    list_display = ("name", "created", "revoked")
-    list_filter = ("revoked",)
+    list_display = ("name", "operator", "created", "revoked")
+    list_filter = ("revoked", "operator")
     search_fields = ("name",)
     readonly_fields = ("name", "created")
     actions = ("revoke",)

@@ -9,10 +9,15 @@ from __future__ import annotations
 import hashlib
 import secrets
 
+from typing import TYPE_CHECKING
+
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from ...middleware import KeyInfo
+
+if TYPE_CHECKING:
+    from .models import APIKey
 
 __all__ = ["KEY_PREFIX", "KeyExists", "create_key", "hash_key", "revoke_key", "verify_key"]
 
@@ -27,14 +32,15 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def create_key(name: str) -> str:
-    """Store a new key named `name` and return it; it is never shown again."""
+def create_key(name: str, *, operator: bool = False) -> str:
+    """Store a new key named `name` and return it; it is never shown again. An `operator` key
+    may also read /metrics."""
     from .models import APIKey
 
     key = KEY_PREFIX + secrets.token_urlsafe(32)
     try:
         with transaction.atomic():
-            APIKey.objects.create(name=name, hashed_key=hash_key(key))
+            APIKey.objects.create(name=name, hashed_key=hash_key(key), operator=operator)
     except IntegrityError:
         raise KeyExists(f"an API key named {name!r} exists already") from None
     return key
@@ -49,15 +55,20 @@ def revoke_key(name: str) -> bool:
 
 async def database_key(key: str) -> KeyInfo | None:
     """A verifier for `LLMApp(verify=...)`: keys in force in the APIKey table, named by their name."""
-    name = await verify_key(key)
-    return KeyInfo(name) if name is not None else None
+    found = await _in_force(key)
+    return KeyInfo(found.name, operator=found.operator) if found is not None else None
 
 
 async def verify_key(key: str) -> str | None:
     """The name of the key in force that matches `key`, or None."""
+    found = await _in_force(key)
+    return found.name if found is not None else None
+
+
+async def _in_force(key: str) -> APIKey | None:
     from .models import APIKey
 
     if not key.startswith(KEY_PREFIX):
         return None
-    found = await APIKey.objects.filter(hashed_key=hash_key(key), revoked__isnull=True).only("name").afirst()
-    return found.name if found is not None else None
+    query = APIKey.objects.filter(hashed_key=hash_key(key), revoked__isnull=True).only("name", "operator")
+    return await query.afirst()

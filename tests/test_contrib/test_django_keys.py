@@ -96,3 +96,23 @@ async def test_the_api_accepts_a_database_key_and_refuses_it_once_revoked() -> N
             refused = await http.get("/v1/models", headers={"authorization": f"Bearer {key}"})
             assert refused.status_code == 401 and refused.json()["error"]["code"] == "invalid_api_key"
         await app.llm.pool.stop()
+
+
+@pytest.mark.anyio
+async def test_only_an_operator_key_from_the_database_reads_the_metrics() -> None:
+    import httpx
+    from django.test import override_settings
+
+    from asgi_llm.contrib.django import get_asgi_application
+
+    tenant = await sync(command, "create_llm_key", "tenant")
+    operator = await sync(command, "create_llm_key", "ops-db", "--operator")
+    with override_settings(ASGI_LLM={"DATABASE_KEYS": True}):
+        app = get_asgi_application()
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+            refused = await http.get("/v1/metrics", headers={"authorization": f"Bearer {tenant}"})
+            shown = await http.get("/v1/metrics", headers={"authorization": f"Bearer {operator}"})
+        await app.llm.pool.stop()
+    assert refused.status_code == 403 and "operator" in refused.json()["error"]["message"]
+    assert shown.status_code == 200 and "asgi_llm_requests_total" in shown.text

@@ -14,10 +14,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name", help="who or what uses the key")
+        parser.add_argument("--operator", action="store_true", help="may also read /metrics (every key's usage)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            key = create_key(options["name"])
+            key = create_key(options["name"], operator=options["operator"])
         except KeyExists as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(key)
