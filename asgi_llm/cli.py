@@ -24,6 +24,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     serve.add_argument(
+        "--cors-origin",
+        metavar="ORIGIN",
+        action="append",
+        default=[],
+        help="an origin web pages may call the API from, e.g. https://app.example (repeatable; * for any)",
+    )
+    serve.add_argument(
         "--api-key",
         metavar="[NAME=]KEY",
         action="append",
@@ -54,6 +61,8 @@ _MODEL_OPTIONS = ("n_ctx", "parallel", "n_threads", "n_gpu_layers", "main_gpu", 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     settings = Settings.from_file(args.config).with_env_keys() if args.config else Settings.from_env()
     settings = settings.with_keys(args.api_key)
+    if args.cors_origin:
+        settings = settings.model_copy(update={"cors_origins": (*settings.cors_origins, *args.cors_origin)})
     overrides: dict[str, Any] = {name: getattr(args, name) for name in _MODEL_OPTIONS if getattr(args, name) is not None}
     if "flash_attn" in overrides:
         overrides["flash_attn"] = {"on": True, "off": False}.get(overrides["flash_attn"], "auto")
@@ -111,8 +120,11 @@ def _discovered(settings: Settings) -> Settings:
 
 def standalone_app(settings: Settings) -> Any:
     """OpenAI and Anthropic at `/v1` (where their clients look), Ollama's `/api/*` at the root
-    (where Ollama clients look), all on one pool, with one lifespan."""
+    (where Ollama clients look), all on one pool, with one lifespan. With `cors_origins`, CORS
+    wraps it all, so a preflight is answered on every route before any key is asked for."""
     from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.middleware.cors import CORSMiddleware
     from starlette.routing import Mount
 
     from .adapters.anthropic import ANTHROPIC
@@ -122,7 +134,18 @@ def standalone_app(settings: Settings) -> Any:
 
     api = LLMApp(settings, adapters=(OPENAI, ANTHROPIC))
     root = api.sibling(OLLAMA, OPENAI, ANTHROPIC)
-    return Starlette(routes=[Mount("/v1", app=api), Mount("/", app=root)], lifespan=api.lifespan)
+    cors = [
+        Middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.cors_origins),
+            allow_methods=["*"],
+            allow_headers=["*"],
+            expose_headers=["retry-after"],
+            max_age=600,
+        )
+    ]
+    routes = [Mount("/v1", app=api), Mount("/", app=root)]
+    return Starlette(routes=routes, middleware=cors if settings.cors_origins else [], lifespan=api.lifespan)
 
 
 if __name__ == "__main__":

@@ -215,6 +215,9 @@ class Settings(BaseModel):
     usage_jsonl: str | None = Field(default=None, description="Also append each usage record to this JSON Lines file.")
     usage_log: bool = Field(default=False, description="Also log each usage record (logger `asgi_llm.usage`).")
     metrics_path: str | None = Field(default="/metrics", description="Prometheus metrics below the mount; None = off.")
+    cors_origins: tuple[str, ...] = Field(
+        default=(), description="Origins a web page may call `asgi-llm serve` from (`*`: any); a mounted app leaves CORS to its host."
+    )
 
     @model_validator(mode="after")
     def _unique_names(self) -> Settings:

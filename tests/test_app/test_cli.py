@@ -45,3 +45,41 @@ def test_missing_model_file_exits_cleanly(capsys: pytest.CaptureFixture[str], tm
     config.write_text("[[models]]\nid = 3\n")
     assert cli.main(["serve", "--config", str(config)]) == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+async def _cors_calls(settings_argv: tuple[str, ...]) -> tuple[object, object, object]:
+    import httpx
+    from pydantic import SecretStr
+
+    from asgi_llm import ApiKeyConfig, ModelConfig
+
+    settings = settings_for(*settings_argv).model_copy(
+        update={
+            "models": (ModelConfig(id="m", path="absent.gguf", load="lazy"),),  # nothing loads
+            "api_keys": (ApiKeyConfig(name="team", key=SecretStr("sk-cors-1")),),
+        }
+    )
+    app = cli.standalone_app(settings)
+    origin = {"origin": "https://app.example"}
+    preflight = {**origin, "access-control-request-method": "POST", "access-control-request-headers": "authorization"}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://serve") as http:
+        before = await http.options("/v1/chat/completions", headers=preflight)
+        models = await http.get("/v1/models", headers={**origin, "authorization": "Bearer sk-cors-1"})
+        tags = await http.options("/api/tags", headers=preflight)
+    return before, models, tags
+
+
+@pytest.mark.anyio
+async def test_cors_origins_answer_preflights_on_every_route_before_any_key() -> None:
+    before, models, tags = await _cors_calls(("--cors-origin", "https://app.example"))
+    assert before.status_code == 200 and before.headers["access-control-allow-origin"] == "https://app.example"  # type: ignore[attr-defined]
+    assert "POST" in before.headers["access-control-allow-methods"]  # type: ignore[attr-defined]
+    assert models.status_code == 200 and models.headers["access-control-allow-origin"] == "https://app.example"  # type: ignore[attr-defined]
+    assert tags.status_code == 200  # type: ignore[attr-defined]
+
+
+@pytest.mark.anyio
+async def test_without_cors_origins_there_is_no_cors() -> None:
+    before, models, _ = await _cors_calls(())
+    assert before.status_code == 401 and "access-control-allow-origin" not in before.headers  # type: ignore[attr-defined]
+    assert models.status_code == 200 and "access-control-allow-origin" not in models.headers  # type: ignore[attr-defined]
