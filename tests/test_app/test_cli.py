@@ -49,6 +49,7 @@ def test_missing_model_file_exits_cleanly(capsys: pytest.CaptureFixture[str], tm
 
 async def _cors_calls(settings_argv: tuple[str, ...]) -> tuple[object, object, object]:
     import httpx
+    from asgi_lifespan import LifespanManager
     from pydantic import SecretStr
 
     from asgi_llm import ApiKeyConfig, ModelConfig
@@ -62,7 +63,10 @@ async def _cors_calls(settings_argv: tuple[str, ...]) -> tuple[object, object, o
     app = cli.standalone_app(settings)
     origin = {"origin": "https://app.example"}
     preflight = {**origin, "access-control-request-method": "POST", "access-control-request-headers": "authorization"}
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://serve") as http:
+    async with (
+        LifespanManager(app),  # the pool starts and stops with it: no inference thread left behind
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://serve") as http,
+    ):
         before = await http.options("/v1/chat/completions", headers=preflight)
         models = await http.get("/v1/models", headers={**origin, "authorization": "Bearer sk-cors-1"})
         tags = await http.options("/api/tags", headers=preflight)
