@@ -8,13 +8,15 @@ and honours a `max_tokens` cap left by the limits layer.
 
 from __future__ import annotations
 
+import re
 import time
+import uuid
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import Finish, GenerationEvent, LLMError, RetryLater, Unauthorized, Usage
-from .asgi import Scope, Send, send_json
+from .asgi import Scope, Send, header, send_json
 from .routing import route_path
 
 __all__ = [
@@ -23,6 +25,7 @@ __all__ = [
     "KEY_INFO",
     "MAX_TOKENS",
     "REQUEST",
+    "REQUEST_ID",
     "USAGE",
     "Classify",
     "Meter",
@@ -31,6 +34,7 @@ __all__ = [
     "meter_of",
     "plain_request",
     "render_plain_error",
+    "request_id",
     "request_info",
     "request_state",
     "send_error",
@@ -47,6 +51,8 @@ KEY_INFO = "asgi_llm.key_info"
 """The authenticated key's `KeyInfo`: its name, allow-lists and limits."""
 USAGE = "asgi_llm.usage"
 """The request's `Meter`, filled in by the endpoint."""
+REQUEST_ID = "asgi_llm.request_id"
+"""The request's id (`x-request-id`): the client's, when it sent a usable one, or a new one."""
 BODY = "asgi_llm.body"
 """The decoded JSON body, once a layer has read it (see `http.body`): decoded once per request."""
 MAX_TOKENS = "asgi_llm.max_tokens"
@@ -86,6 +92,20 @@ def request_state(scope: Scope) -> MutableMapping[str, Any]:
     """The per-request state dict (servers copy the lifespan state into each request's scope)."""
     state: MutableMapping[str, Any] = scope.setdefault("state", {})
     return state
+
+
+_USABLE_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+
+def request_id(scope: Scope) -> str:
+    """The id this request goes by in responses, usage records and logs: the client's
+    `x-request-id` when it is a plain token of up to 128 characters, else a new `req_…`."""
+    state = request_state(scope)
+    found: str | None = state.get(REQUEST_ID)
+    if found is None:
+        given = header(scope, b"x-request-id") or ""
+        found = state[REQUEST_ID] = given if _USABLE_ID.fullmatch(given) else f"req_{uuid.uuid4().hex[:24]}"
+    return found
 
 
 def request_info(scope: Scope, classify: Classify | None = None) -> RequestInfo:

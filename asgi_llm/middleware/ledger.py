@@ -28,7 +28,7 @@ _SCHEMA = (
         id TEXT PRIMARY KEY, started REAL NOT NULL, key TEXT, protocol TEXT NOT NULL, endpoint TEXT NOT NULL,
         method TEXT NOT NULL, model TEXT, prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,
         cached_tokens INTEGER NOT NULL, time_to_first_token REAL, duration REAL NOT NULL, status INTEGER NOT NULL,
-        disconnected INTEGER NOT NULL)""",
+        disconnected INTEGER NOT NULL, request_id TEXT NOT NULL DEFAULT '')""",
     "CREATE INDEX IF NOT EXISTS usage_key_started ON usage (key, started)",
     """CREATE TABLE IF NOT EXISTS spend (
         key TEXT NOT NULL, day INTEGER NOT NULL, tokens INTEGER NOT NULL, PRIMARY KEY (key, day))""",
@@ -43,6 +43,9 @@ class Ledger:
         with db:
             for statement in _SCHEMA:
                 db.execute(statement)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(usage)")}
+            if "request_id" not in columns:  # a ledger written before records had request ids
+                db.execute("ALTER TABLE usage ADD COLUMN request_id TEXT NOT NULL DEFAULT ''")
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await self._file.run(fn)

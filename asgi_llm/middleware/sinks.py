@@ -27,7 +27,7 @@ class LoggingSink:
     def __call__(self, record: UsageRecord) -> None:
         self._log.log(
             self._level,
-            "%s %s %s key=%s model=%s status=%d prompt=%d completion=%d cached=%d ttft=%s duration=%.3f%s",
+            "%s %s %s key=%s model=%s status=%d prompt=%d completion=%d cached=%d ttft=%s duration=%.3f request=%s%s",
             record.protocol,
             record.method,
             record.endpoint,
@@ -39,6 +39,7 @@ class LoggingSink:
             record.cached_tokens,
             "-" if record.time_to_first_token is None else f"{record.time_to_first_token:.3f}",
             record.duration,
+            record.request_id or "-",
             " disconnected" if record.disconnected else "",
         )
 

@@ -20,7 +20,7 @@ import anyio
 
 from asgi_llm.http.asgi import ASGIApp, Message, Receive, Scope, Send
 
-from asgi_llm.http.context import KEY, Classify, Meter, meter_of, request_info, request_state
+from asgi_llm.http.context import KEY, Classify, Meter, meter_of, request_id, request_info, request_state
 
 __all__ = ["Sink", "UsageMiddleware", "UsageRecord"]
 
@@ -51,6 +51,8 @@ class UsageRecord:
     status: int
     disconnected: bool
     """The client left before the response was complete."""
+    request_id: str = ""
+    """The `x-request-id` the response carried: the client's own, or one made for it."""
 
     @property
     def total_tokens(self) -> int:
@@ -65,10 +67,12 @@ Sink = Callable[[UsageRecord], Awaitable[None] | None]
 
 
 class _Exchange:
-    """One request's response as seen on the wire: status, completion, disconnect."""
+    """One request's response as seen on the wire: status, completion, disconnect; its start
+    gains the request's `x-request-id` (unless the app inside set one)."""
 
-    def __init__(self, receive: Receive, send: Send) -> None:
+    def __init__(self, receive: Receive, send: Send, request_id: str) -> None:
         self._receive, self._send = receive, send
+        self.request_id = request_id
         self.status: int | None = None
         self.complete = False
         self.disconnected = False
@@ -82,6 +86,9 @@ class _Exchange:
     async def send(self, message: Message) -> None:
         if message["type"] == "http.response.start":
             self.status = int(message["status"])
+            headers = list(message.get("headers", ()))
+            if not any(bytes(name).lower() == b"x-request-id" for name, _ in headers):
+                message = {**message, "headers": [*headers, (b"x-request-id", self.request_id.encode("latin-1"))]}
         elif message["type"] == "http.response.body" and not message.get("more_body", False):
             self.complete = True
         try:
@@ -122,7 +129,7 @@ class UsageMiddleware:
             return
         started, began = self._clock(), self._timer()
         meter = meter_of(scope, self._timer)
-        exchange = _Exchange(receive, send)
+        exchange = _Exchange(receive, send, request_id(scope))
         try:
             await self.app(scope, exchange.receive, exchange.send)
         finally:
@@ -149,6 +156,7 @@ class UsageMiddleware:
             duration=max(self._timer() - began, 0.0),
             status=exchange.final_status(),
             disconnected=exchange.disconnected,
+            request_id=exchange.request_id,
         )
 
     async def _emit(self, record: UsageRecord) -> None:

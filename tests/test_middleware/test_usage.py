@@ -200,3 +200,41 @@ async def test_the_ledger_keeps_every_record_under_concurrent_writers(kit: Any, 
     served = [r for r in stored if r.key is None]
     assert len(served) == 10 and all((r.model, r.prompt_tokens, r.completion_tokens) == ("fake", 3, 2) for r in served)
     assert await Ledger(path).records(key="k", since=1010.0) == records[10:]
+
+
+async def test_every_response_carries_a_request_id_that_its_record_keeps(kit: Any) -> None:
+    records: list[UsageRecord] = []
+    llm = recorded_app(kit, records)
+    async with kit.running(llm):
+        made = await kit.drive(llm, "POST", "/chat/completions", json=kit.CHAT, headers=AUTH)
+        own = [*AUTH, ("x-request-id", "abc.123:x-y")]
+        given = await kit.drive(llm, "POST", "/chat/completions", json=kit.CHAT, headers=own)
+        bad = [*AUTH, ("x-request-id", "has spaces, " + "x" * 200)]
+        unusable = await kit.drive(llm, "GET", "/models", headers=bad)
+        streamed = await kit.drive(llm, "POST", "/chat/completions", json={**kit.CHAT, "stream": True}, headers=AUTH)
+        refused = await kit.drive(llm, "POST", "/chat/completions", json=kit.CHAT)  # no key: a 401
+        missing = await kit.drive(llm, "GET", "/no/such/route", headers=AUTH)
+    replies = [made, given, unusable, streamed, refused, missing]
+    ids = [reply.headers["x-request-id"] for reply in replies]
+    assert ids[1] == "abc.123:x-y"  # the client's own, echoed
+    assert all(rid.startswith("req_") and len(rid) == 28 for i, rid in enumerate(ids) if i != 1)
+    assert len(set(ids)) == len(ids) and [r.status for r in replies] == [200, 200, 200, 200, 401, 404]
+    assert [record.request_id for record in records] == ids  # the same id in each usage record
+
+
+async def test_a_ledger_from_before_request_ids_takes_them_on(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = str(tmp_path / "old.sqlite3")
+    with sqlite3.connect(path) as db:  # the table as earlier versions made it
+        db.execute(
+            "CREATE TABLE usage (id TEXT PRIMARY KEY, started REAL NOT NULL, key TEXT, protocol TEXT NOT NULL, "
+            "endpoint TEXT NOT NULL, method TEXT NOT NULL, model TEXT, prompt_tokens INTEGER NOT NULL, "
+            "completion_tokens INTEGER NOT NULL, cached_tokens INTEGER NOT NULL, time_to_first_token REAL, "
+            "duration REAL NOT NULL, status INTEGER NOT NULL, disconnected INTEGER NOT NULL)"
+        )
+        db.execute("INSERT INTO usage VALUES ('old', 1.0, 'k', 'openai', '/x', 'POST', 'm', 1, 1, 0, NULL, 0.1, 200, 0)")
+    ledger = Ledger(path)
+    new = UsageRecord("new", 2.0, "k", "openai", "/x", "POST", "m", 1, 1, 0, None, 0.1, 200, False, request_id="req_1")
+    await ledger.record(new)
+    assert [(r.id, r.request_id) for r in await ledger.records()] == [("old", ""), ("new", "req_1")]
