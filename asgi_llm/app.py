@@ -124,10 +124,6 @@ class LLMApp:
         """
         return _InFront(self, app)
 
-    def serves(self, scope: Scope) -> bool:
-        """Whether the request's path is one of this app's routes (whatever its method)."""
-        return self._match(scope)[0] is not None
-
     def classify(self, scope: Scope) -> RequestInfo:
         """Which protocol and route a request is for, and its error envelope — what the
         middleware layers need; pass it as their `classify` to wrap this app from outside."""
@@ -171,10 +167,13 @@ class LLMApp:
         if scope["type"] == "lifespan":
             await self._serve_lifespan(receive, send)
         elif scope["type"] == "http":
-            routed = self._match(scope)
-            state = request_state(scope)
-            state[_ROUTED], state[REQUEST] = routed, self._describe(scope, routed)
-            await self._app(scope, receive, send)
+            await self._serve_http(scope, receive, send, self._match(scope))
+
+    async def _serve_http(self, scope: Scope, receive: Receive, send: Send, routed: Routed) -> None:
+        """Through the layers, with the one route match they and the endpoint share."""
+        state = request_state(scope)
+        state[_ROUTED], state[REQUEST] = routed, self._describe(scope, routed)
+        await self._app(scope, receive, send)
 
     async def _serve_routed(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.pool.started:
@@ -226,10 +225,13 @@ class _InFront:
         self._host = host
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and route_path(scope) != "/" and self._llm.serves(scope):
-            await self._llm(scope, receive, send)
-        else:
-            await self._host(scope, receive, send)
+        """A path of ours (whatever the method) is served here, matched once; `/` stays the host's."""
+        if scope["type"] == "http" and route_path(scope) != "/":
+            routed = self._llm._match(scope)
+            if routed[0] is not None:
+                await self._llm._serve_http(scope, receive, send, routed)
+                return
+        await self._host(scope, receive, send)
 
 
 def default_middleware(pool: ModelPool, *, verify: Verifier | None = None) -> tuple[Layer, ...]:

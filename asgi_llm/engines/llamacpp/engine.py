@@ -263,9 +263,13 @@ class LlamaCppEngine:
         prompts = self._prompts(request)
         for tokens, _ in prompts:
             self._check_fits(tokens, request)
+        chat = request if isinstance(request, ChatRequest) else None
+        shown = chat is None or self._thinking(chat) is not False
+        budget = chat.reasoning.budget if chat is not None and chat.reasoning is not None else None
+        scores_echo = constraint.sampling.logprobs
         jobs = []
         for p, (tokens, echo) in enumerate(prompts):
-            read = self._prompt_logprobs(tokens, constraint.sampling.top_logprobs) if echo and constraint.sampling.logprobs else ()
+            read = self._prompt_logprobs(tokens, constraint.sampling.top_logprobs) if echo and scores_echo else ()
             group = object()
             for j in range(request.n):
                 index = p * request.n + j
@@ -289,8 +293,8 @@ class LlamaCppEngine:
                     echo_logprobs=read,
                     count_prompt=j == 0,
                     reasoning=constraint.schema is None,  # a grammar holds the whole output, from its start
-                    shown=not (isinstance(request, ChatRequest) and self._thinking(request) is False),
-                    budget=request.reasoning.budget if isinstance(request, ChatRequest) and request.reasoning else None,
+                    shown=shown,
+                    budget=budget,
                 )
                 job.events = iter(constraint.wrap(events))
                 jobs.append(job)

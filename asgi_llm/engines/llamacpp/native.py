@@ -21,7 +21,15 @@ from ...config import ModelConfig
 from ...core.errors import InternalError
 from ..batching import BatchToken
 
-__all__ = ["SPLIT_MODES", "Decoder", "Model", "backend_info", "new_context", "new_single_context", "route_llama_logs"]
+__all__ = [
+    "SPLIT_MODES",
+    "Decoder",
+    "Model",
+    "backend_info",
+    "new_context",
+    "new_single_context",
+    "route_llama_logs",
+]
 
 internals: Any = _internals  # untyped
 SPLIT_MODES = {"none": 0, "layer": 1, "row": 2}
@@ -147,7 +155,9 @@ def new_context(model: Model, config: ModelConfig, *, sequences: int) -> Any:
     return internals.LlamaContext(model=model.native, params=params, verbose=True)
 
 
-def new_single_context(model: Model, config: ModelConfig, *, size: int, batch: int, pooling: int | None = None) -> Any:
+def new_single_context(
+    model: Model, config: ModelConfig, *, size: int, batch: int, pooling: int | None = None
+) -> Any:
     """A one-sequence context of `size` positions beside the batched one, decoding `batch`
     tokens at a time: for embeddings (pooled outputs, with `pooling`) or for reading a prompt's
     own logprobs."""
