@@ -132,6 +132,8 @@ class GenerateRoute(Generic[G, O]):
     resolve: Resolve[G, O] | None = None
     record: Callable[[Parsed[G, O], Any, StateStore], Awaitable[None]] | None = None
     """Stores the finished response (rendered, or the stream encoder's `final()`)."""
+    body: type[BaseModel] | None = None
+    """The pydantic model its JSON body is validated with: the request schema of `/openapi.json`."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,8 @@ class EmbedRoute(Generic[O]):
     parse: Callable[[Any], Parsed[EmbeddingRequest, O]]
     render: Callable[[Parsed[EmbeddingRequest, O], Meta, EmbeddingResult], Any]
     methods: tuple[str, ...] = ("POST",)
+    body: type[BaseModel] | None = None
+    """The pydantic model its JSON body is validated with: the request schema of `/openapi.json`."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,8 @@ class CountRoute(Generic[G, O]):
     render: Callable[[Parsed[G, O], int], Any]
     methods: tuple[str, ...] = ("POST",)
     resolve: Resolve[G, O] | None = None
+    body: type[BaseModel] | None = None
+    """The pydantic model its JSON body is validated with: the request schema of `/openapi.json`."""
 
 
 @dataclass(frozen=True)
@@ -174,6 +180,8 @@ class InfoRoute:
     handle: Callable[[InfoContext], Reply]
     methods: tuple[str, ...] = ("GET",)
     requires_header: str | None = None
+    body: type[BaseModel] | None = None
+    """The pydantic model its JSON body is validated with: the request schema of `/openapi.json`."""
 
 
 @dataclass(frozen=True)
@@ -183,6 +191,8 @@ class StateRoute:
     path: str
     handle: Callable[[InfoContext, StateStore], Awaitable[Reply]]
     methods: tuple[str, ...] = ("GET",)
+    body: type[BaseModel] | None = None
+    """The pydantic model its JSON body is validated with: the request schema of `/openapi.json`."""
 
 
 Route = Union[GenerateRoute[Any, Any], EmbedRoute[Any], CountRoute[Any, Any], InfoRoute, StateRoute]

@@ -303,6 +303,6 @@ def render_count(parsed: Parsed[ChatRequest, None], count: int) -> dict[str, int
 
 
 ROUTES: tuple[Route, ...] = (
-    GenerateRoute(path="/messages", parse=parse, render=render, encoder=MessageStream),
-    CountRoute(path="/messages/count_tokens", parse=parse_count, render=render_count),
+    GenerateRoute(path="/messages", parse=parse, render=render, encoder=MessageStream, body=MessagesBody),
+    CountRoute(path="/messages/count_tokens", parse=parse_count, render=render_count, body=CountBody),
 )

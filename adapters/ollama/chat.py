@@ -124,4 +124,4 @@ class ChatStream(NdjsonStream):
         return fields(delta)
 
 
-ROUTE = GenerateRoute(path="/api/chat", parse=parse, render=render, encoder=ChatStream)
+ROUTE = GenerateRoute(path="/api/chat", parse=parse, render=render, encoder=ChatStream, body=ChatBody)

@@ -80,6 +80,6 @@ def render_embeddings(parsed: Parsed[EmbeddingRequest, None], meta: Meta, result
 
 
 ROUTES = (
-    EmbedRoute(path="/api/embed", parse=parse_embed, render=render_embed),
-    EmbedRoute(path="/api/embeddings", parse=parse_embeddings, render=render_embeddings),
+    EmbedRoute(path="/api/embed", parse=parse_embed, render=render_embed, body=EmbedBody),
+    EmbedRoute(path="/api/embeddings", parse=parse_embeddings, render=render_embeddings, body=EmbeddingsBody),
 )

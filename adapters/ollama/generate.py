@@ -78,4 +78,4 @@ class GenerateStream(NdjsonStream):
         return fields(delta)
 
 
-ROUTE = GenerateRoute(path="/api/generate", parse=parse, render=render, encoder=GenerateStream)
+ROUTE = GenerateRoute(path="/api/generate", parse=parse, render=render, encoder=GenerateStream, body=GenerateBody)

@@ -170,8 +170,8 @@ def _show(ctx: InfoContext) -> Reply:
 
 ROUTES = (
     InfoRoute(path="/api/tags", handle=lambda ctx: tags(ctx.catalog)),
-    InfoRoute(path="/api/show", handle=_show, methods=("POST",)),
-    InfoRoute(path="/api/pull", handle=lambda ctx: pull(ctx.catalog, ctx.body), methods=("POST",)),
+    InfoRoute(path="/api/show", handle=_show, methods=("POST",), body=ShowBody),
+    InfoRoute(path="/api/pull", handle=lambda ctx: pull(ctx.catalog, ctx.body), methods=("POST",), body=PullBody),
     InfoRoute(path="/api/ps", handle=lambda ctx: ps(ctx.catalog)),
     InfoRoute(path="/api/version", handle=lambda ctx: version()),
     InfoRoute(path="/", handle=lambda ctx: running(), methods=("GET", "HEAD")),

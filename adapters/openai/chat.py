@@ -371,4 +371,4 @@ class ChatStream(Unrecorded):
         return sse(render_error(error)[1])
 
 
-ROUTE = GenerateRoute(path="/chat/completions", parse=parse, render=render, encoder=ChatStream)
+ROUTE = GenerateRoute(path="/chat/completions", parse=parse, render=render, encoder=ChatStream, body=ChatBody)

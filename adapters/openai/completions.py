@@ -173,4 +173,4 @@ class CompletionStream(Unrecorded):
         return sse(render_error(error)[1])
 
 
-ROUTE = GenerateRoute(path="/completions", parse=parse, render=render, encoder=CompletionStream)
+ROUTE = GenerateRoute(path="/completions", parse=parse, render=render, encoder=CompletionStream, body=CompletionBody)

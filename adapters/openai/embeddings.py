@@ -68,4 +68,4 @@ def render(parsed: Parsed[EmbeddingRequest, Encoding], meta: Meta, result: Embed
     }
 
 
-ROUTE = EmbedRoute(path="/embeddings", parse=parse, render=render)
+ROUTE = EmbedRoute(path="/embeddings", parse=parse, render=render, body=EmbeddingBody)

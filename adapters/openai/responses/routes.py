@@ -375,8 +375,16 @@ async def _delete(ctx: InfoContext, store: StateStore) -> Reply:
 
 
 ROUTES = (
-    GenerateRoute(path="/responses", parse=parse, render=render, encoder=encoder, resolve=resolve, record=record),
-    CountRoute(path="/responses/input_tokens", parse=parse_count, render=render_count, resolve=resolve),
+    GenerateRoute(
+        path="/responses",
+        parse=parse,
+        render=render,
+        encoder=encoder,
+        resolve=resolve,
+        record=record,
+        body=ResponsesBody,
+    ),
+    CountRoute(path="/responses/input_tokens", parse=parse_count, render=render_count, resolve=resolve, body=CountBody),
     StateRoute(path="/responses/{response_id}/input_items", handle=_input_items),
     StateRoute(path="/responses/{response_id}", handle=_retrieve),
     StateRoute(path="/responses/{response_id}", handle=_delete, methods=("DELETE",)),
