@@ -34,9 +34,11 @@ from .middleware import (
     Verifier,
 )
 from .http.context import REQUEST, request_state
+from .openapi import AppRoute, openapi_document, served_at
 from .pool import ModelPool
 from .http.routing import Match, Router, route_path
 from .storage.state import MemoryStore, SQLiteStore
+from .web import PAGE_PATHS, WebPage
 
 __all__ = ["LLMApp", "Layer", "default_middleware"]
 
@@ -46,6 +48,8 @@ Layer = Callable[[ASGIApp], ASGIApp]
 log = logging.getLogger("asgi_llm")
 
 _HEALTH = "health"
+_OPENAPI = "openapi"
+_PAGE = "page"
 _ROUTED = "asgi_llm.routed"
 """This app's route match for the request, made once when the request arrives."""
 
@@ -76,6 +80,8 @@ class LLMApp:
         store: StateStore | None = None,
         middleware: Sequence[Layer] | None = None,
         verify: Verifier | None = None,
+        openapi_path: str | None = "/openapi.json",
+        web_ui: bool | None = None,
     ) -> None:
         if pool is not None and settings is not None:
             raise ValueError("pass settings or a shared pool, not both")
@@ -91,8 +97,15 @@ class LLMApp:
         table.sort(key=lambda row: row[3] is None)  # header-specific routes first
         if health_path:
             table.append((health_path, ("GET",), (_HEALTH, self._adapters[0]), None))
+        if openapi_path:
+            table.append((openapi_path, ("GET",), (_OPENAPI, self._adapters[0]), None))
+        self._page = WebPage() if (self.pool.settings.web_ui if web_ui is None else web_ui) else None
+        if self._page is not None:
+            table.extend((path, ("GET",), (_PAGE, self._adapters[0]), None) for path in PAGE_PATHS)
         self._router = Router(table)
         self._health_path = health_path
+        self._own_paths = {_HEALTH: health_path or "", _OPENAPI: openapi_path or "", _PAGE: PAGE_PATHS[0]}
+        self._openapi: dict[str, Any] | None = None
         self.store = store or _store_from(self.settings)
         self._endpoint = Endpoint(self.pool, self.store, self.settings.max_body_bytes)
         self._lifespan_entered = False
@@ -105,12 +118,19 @@ class LLMApp:
             app = layer(app)
         self._app = app
 
-    def sibling(self, *adapters: Adapter, health_path: str | None = "/health") -> LLMApp:
+    def sibling(
+        self, *adapters: Adapter, health_path: str | None = "/health", web_ui: bool | None = None
+    ) -> LLMApp:
         """Another app on the same pool, store and middleware (so one key's limits and metrics
         span both), speaking other protocols — e.g. Ollama's routes at the host's root beside
         OpenAI's at `/v1`."""
         return LLMApp(
-            pool=self.pool, adapters=adapters, health_path=health_path, store=self.store, middleware=self.middleware
+            pool=self.pool,
+            adapters=adapters,
+            health_path=health_path,
+            store=self.store,
+            middleware=self.middleware,
+            web_ui=web_ui,
         )
 
     def in_front_of(self, app: ASGIApp) -> ASGIApp:
@@ -134,7 +154,7 @@ class LLMApp:
         endpoint = "unmatched"
         if match is not None and match.target is not None:
             route = match.target[0]
-            endpoint = (self._health_path or "") if isinstance(route, str) else route.path
+            endpoint = self._own_paths[route] if isinstance(route, str) else route.path
         return RequestInfo(adapter.name, route_path(scope), endpoint, adapter.render_error, self._resolve_model)
 
     @property
@@ -170,7 +190,12 @@ class LLMApp:
             await self._serve_http(scope, receive, send, self._match(scope))
 
     async def _serve_http(self, scope: Scope, receive: Receive, send: Send, routed: Routed) -> None:
-        """Through the layers, with the one route match they and the endpoint share."""
+        """Through the layers, with the one route match they and the endpoint share; the page's
+        own files need no key and are not recorded."""
+        if self._page is not None and routed[0] is not None and routed[0].target is not None:
+            if routed[0].target[0] == _PAGE:
+                await self._page(scope, receive, send)
+                return
         state = request_state(scope)
         state[_ROUTED], state[REQUEST] = routed, self._describe(scope, routed)
         await self._app(scope, receive, send)
@@ -193,8 +218,31 @@ class LLMApp:
             status, body = self.pool.health()
             await send_json(send, status, body)
             return
+        if route == _OPENAPI:
+            await send_json(send, 200, served_at(self.openapi(), scope.get("root_path", "")))
+            return
         assert not isinstance(route, str)
         await self._endpoint(route, adapter, match.params, scope, receive, send)
+
+    def openapi(self) -> dict[str, Any]:
+        """The OpenAPI document of the routes this app serves (paths below its mount)."""
+        if self._openapi is None:
+            self._openapi = openapi_document(self._adapters, self._app_routes(), public=_public_paths(self.middleware))
+        return self._openapi
+
+    def _app_routes(self) -> list[AppRoute]:
+        routes: list[AppRoute] = []
+        if self._health_path:
+            routes.append(AppRoute(self._health_path, "health", "Whether every startup model is loaded; each model's state."))
+        metrics = _layer_option(self.middleware, MetricsMiddleware, "path", "/metrics")
+        if metrics is not None:
+            routes.append(AppRoute(metrics, "metrics", "Prometheus metrics (operator keys only).", "text/plain", True))
+        if self._own_paths[_OPENAPI]:
+            routes.append(AppRoute(self._own_paths[_OPENAPI], "openapi", "This document."))
+        if self._page is not None:
+            routes.append(AppRoute(PAGE_PATHS[0], "web_ui", "The chat playground and operator page.", "text/html"))
+            routes.append(AppRoute(PAGE_PATHS[1], "web_ui_file", "The page's script and style.", "text/plain"))
+        return routes
 
     async def _lazy_start(self) -> None:
         async with self._lazy_lock:
@@ -232,6 +280,20 @@ class _InFront:
                 await self._llm._serve_http(scope, receive, send, routed)
                 return
         await self._host(scope, receive, send)
+
+
+def _layer_option(layers: Sequence[Layer], cls: type, name: str, default: Any) -> Any:
+    """An option of the first layer made by `functools.partial(cls, ...)`; None without one."""
+    for layer in layers:
+        if isinstance(layer, functools.partial) and layer.func is cls:
+            return layer.keywords.get(name, default)
+    return None
+
+
+def _public_paths(layers: Sequence[Layer]) -> frozenset[str] | None:
+    """The paths that need no key, as the auth layer has them; None where no layer asks for keys."""
+    public = _layer_option(layers, AuthMiddleware, "public", ("/health",))
+    return None if public is None else frozenset("/" + path.strip("/") for path in public)
 
 
 def default_middleware(pool: ModelPool, *, verify: Verifier | None = None) -> tuple[Layer, ...]:

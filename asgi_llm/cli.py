@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="require this API key (repeatable); ASGI_LLM_API_KEYS and ASGI_LLM_API_KEYS_FILE keep keys out of `ps`",
     )
+    serve.add_argument(
+        "--no-web-ui", dest="web_ui", action="store_false", default=None, help="do not serve the web page at /ui"
+    )
     gpu = serve.add_argument_group("model options (override the first model of --config)")
     gpu.add_argument("--n-ctx", type=int)
     gpu.add_argument("--parallel", type=int, help="requests decoded together (continuous batching)")
@@ -61,6 +64,8 @@ _MODEL_OPTIONS = ("n_ctx", "parallel", "n_threads", "n_gpu_layers", "main_gpu", 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     settings = Settings.from_file(args.config).with_env_keys() if args.config else Settings.from_env()
     settings = settings.with_keys(args.api_key)
+    if args.web_ui is False:
+        settings = settings.model_copy(update={"web_ui": False})
     if args.cors_origin:
         settings = settings.model_copy(update={"cors_origins": (*settings.cors_origins, *args.cors_origin)})
     overrides: dict[str, Any] = {name: getattr(args, name) for name in _MODEL_OPTIONS if getattr(args, name) is not None}
@@ -121,7 +126,8 @@ def _discovered(settings: Settings) -> Settings:
 def standalone_app(settings: Settings) -> Any:
     """OpenAI and Anthropic at `/v1` (where their clients look), Ollama's `/api/*` at the root
     (where Ollama clients look), all on one pool, with one lifespan. With `cors_origins`, CORS
-    wraps it all, so a preflight is answered on every route before any key is asked for."""
+    wraps it all, so a preflight is answered on every route before any key is asked for. The web
+    page is at `/ui` unless `web_ui` is false."""
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.middleware.cors import CORSMiddleware
@@ -132,8 +138,8 @@ def standalone_app(settings: Settings) -> Any:
     from .adapters.openai import OPENAI
     from .app import LLMApp
 
-    api = LLMApp(settings, adapters=(OPENAI, ANTHROPIC))
-    root = api.sibling(OLLAMA, OPENAI, ANTHROPIC)
+    api = LLMApp(settings, adapters=(OPENAI, ANTHROPIC), web_ui=False)
+    root = api.sibling(OLLAMA, OPENAI, ANTHROPIC, web_ui=settings.web_ui is not False)  # the page at /ui
     cors = [
         Middleware(
             CORSMiddleware,

@@ -218,6 +218,9 @@ class Settings(BaseModel):
     cors_origins: tuple[str, ...] = Field(
         default=(), description="Origins a web page may call `asgi-llm serve` from (`*`: any); a mounted app leaves CORS to its host."
     )
+    web_ui: bool | None = Field(
+        default=None, description="The chat and operator page at `/ui` below the mount; None = on for `asgi-llm serve` only."
+    )
 
     @model_validator(mode="after")
     def _unique_names(self) -> Settings:

@@ -55,6 +55,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.engines.llamacpp",
     ),
     "asgi_llm.pool": ("asgi_llm.core", "asgi_llm.config", "asgi_llm.engines"),
+    "asgi_llm.openapi": ("asgi_llm.core", "asgi_llm.adapters.base"),
+    "asgi_llm.web": ("asgi_llm.http", "asgi_llm.web"),
     "asgi_llm.endpoint": (
         "asgi_llm.core",
         "asgi_llm.http",
@@ -73,6 +75,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.middleware",
         "asgi_llm.endpoint",
         "asgi_llm.pool",
+        "asgi_llm.openapi",
+        "asgi_llm.web",
     ),
     "asgi_llm.cli": ("asgi_llm.core", "asgi_llm.config", "asgi_llm.adapters", "asgi_llm.app", "asgi_llm.engines.upstream"),
     "asgi_llm.contrib": (

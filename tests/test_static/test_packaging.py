@@ -50,6 +50,14 @@ def test_the_wheel_holds_every_module_of_the_source_tree(wheel: Path) -> None:
     assert expected - names == set()
 
 
+def test_the_wheel_holds_the_web_pages_files(wheel: Path) -> None:
+    """The page's HTML, CSS and JavaScript are package data: without them `/ui` is a 500 once installed."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    static = {path.name for path in (ROOT / "asgi_llm" / "web").iterdir() if path.suffix in (".html", ".css", ".js")}
+    assert static == {"index.html", "app.js", "style.css"}
+    assert {f"asgi_llm/web/{name}" for name in static} <= names
+
+
 @pytest.mark.parametrize("name", ["adapters", "contrib"])
 def test_repo_folders_are_not_importable_top_level(name: str) -> None:
     with pytest.raises(ModuleNotFoundError):
