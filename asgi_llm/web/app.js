@@ -4,6 +4,7 @@
 
 const mount = new URL("../", document.baseURI); // the page lives at {mount}/ui/
 const KEY = "asgi_llm.api_key";
+const RATE_WINDOW_MS = 30000; // the request rate shown is the average over this window
 const $ = (id) => document.getElementById(id);
 const state = { key: sessionStorage.getItem(KEY) || "", routes: null, history: [], abort: null, polls: [] };
 
@@ -277,7 +278,9 @@ function showRate(samples) {
   const last = state.polls[state.polls.length - 1];
   const rate = last ? Math.max(0, total - last.total) / ((now - last.at) / 1000) : 0;
   state.polls = [...state.polls, { at: now, total, rate }].slice(-40);
-  $("rate").textContent = last ? rate.toFixed(2) : "–";
+  const since = state.polls.find((p) => now - p.at <= RATE_WINDOW_MS) || state.polls[0];
+  const average = since.at < now ? Math.max(0, total - since.total) / ((now - since.at) / 1000) : 0;
+  $("rate").textContent = last ? average.toFixed(2) : "–";
   $("in-flight").textContent = String(sum("asgi_llm_requests_in_flight"));
   $("total").textContent = String(total);
   const peak = Math.max(...state.polls.map((p) => p.rate), 0.001);

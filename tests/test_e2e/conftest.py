@@ -163,3 +163,10 @@ def _asgi_llm_serve(*args: str, env: dict[str, str] | None = None) -> Iterator[C
 def asgi_llm_serve() -> Callable[..., contextlib.AbstractContextManager[CLIServer]]:
     """Start `asgi-llm serve ARGS...` on a free port; it stops (cleanly, or the test fails) on exit."""
     return _asgi_llm_serve
+
+
+@pytest.fixture(scope="session")
+def serve_app() -> Callable[[Starlette], contextlib.AbstractContextManager[str]]:
+    """Serve another host app under real uvicorn on a free port; build it on `server.pool` so
+    that no model loads twice."""
+    return run_uvicorn
