@@ -118,12 +118,11 @@ class LLMApp:
             app = layer(app)
         self._app = app
 
-    def sibling(
-        self, *adapters: Adapter, health_path: str | None = "/health", web_ui: bool | None = None
-    ) -> LLMApp:
+    def sibling(self, *adapters: Adapter, health_path: str | None = "/health", web_ui: bool = False) -> LLMApp:
         """Another app on the same pool, store and middleware (so one key's limits and metrics
         span both), speaking other protocols — e.g. Ollama's routes at the host's root beside
-        OpenAI's at `/v1`."""
+        OpenAI's at `/v1`. It serves the web page only when asked (`web_ui=True`): one page
+        per pool is enough, and a sibling in front of the host must not take the host's `/ui`."""
         return LLMApp(
             pool=self.pool,
             adapters=adapters,
@@ -233,7 +232,7 @@ class LLMApp:
     def _app_routes(self) -> list[AppRoute]:
         routes: list[AppRoute] = []
         if self._health_path:
-            routes.append(AppRoute(self._health_path, "health", "Whether every startup model is loaded; each model's state."))
+            routes.append(AppRoute(self._health_path, "health", "Whether the models are loaded; each one's state."))
         metrics = _layer_option(self.middleware, MetricsMiddleware, "path", "/metrics")
         if metrics is not None:
             routes.append(AppRoute(metrics, "metrics", "Prometheus metrics (operator keys only).", "text/plain", True))

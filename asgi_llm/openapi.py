@@ -55,16 +55,15 @@ def openapi_document(
     keymap, defs = _readable(models_json_schema([(model, "validation") for model in bodies], ref_template=_REF))
     components: dict[str, Any] = dict(defs.get("$defs", {}))
     paths: dict[str, dict[str, Any]] = {}
-    for adapter, route, alternates in _operations(adapters):
-        for method in route.methods:
-            operation = _operation(adapter, route, method, alternates, components)
-            if route.body is not None:
-                operation["requestBody"] = {
-                    "required": True,
-                    "content": {"application/json": {"schema": keymap[(route.body, "validation")]}},
-                }
-            _secure(operation, route.path, public)
-            paths.setdefault(_template(route.path), {})[method.lower()] = operation
+    for (path, method), (adapter, route, alternates) in _operations(adapters).items():
+        operation = _operation(adapter, route, method, alternates, components)
+        if route.body is not None:
+            operation["requestBody"] = {
+                "required": True,
+                "content": {"application/json": {"schema": keymap[(route.body, "validation")]}},
+            }
+        _secure(operation, route.path, public)
+        paths.setdefault(path, {})[method.lower()] = operation
     for extra in app_routes:
         operation = _app_operation(extra)
         _secure(operation, extra.path, public)
@@ -102,9 +101,9 @@ def _bodies(adapters: Sequence[Adapter]) -> list[type[Any]]:
     return list(dict.fromkeys(found))
 
 
-def _operations(adapters: Sequence[Adapter]) -> list[tuple[Adapter, Route, list[tuple[Adapter, str]]]]:
-    """One (adapter, route) per path and method, as the router picks it for a request without
-    special headers; routes reached only with a header (Anthropic's `/models`) are noted on it."""
+def _operations(adapters: Sequence[Adapter]) -> dict[tuple[str, str], tuple[Adapter, Route, list[tuple[Adapter, str]]]]:
+    """Per path and method, the route the router picks for a request without special headers
+    (the first); routes reached only with a header (Anthropic's `/models`) are noted on it."""
     chosen: dict[tuple[str, str], tuple[Adapter, Route, list[tuple[Adapter, str]]]] = {}
     by_header: list[tuple[Adapter, Route, str]] = []
     for adapter in adapters:
@@ -122,10 +121,7 @@ def _operations(adapters: Sequence[Adapter]) -> list[tuple[Adapter, Route, list[
                 chosen[key][2].append((adapter, header))
             else:
                 chosen[key] = (adapter, route, [])
-    unique: dict[int, tuple[Adapter, Route, list[tuple[Adapter, str]]]] = {}
-    for entry in chosen.values():
-        unique.setdefault(id(entry[1]), entry)
-    return list(unique.values())
+    return chosen
 
 
 def _template(path: str) -> str:
@@ -146,7 +142,9 @@ def _operation(
     description = _module_doc(route)
     for other, header in alternates:
         description += f" With the `{header}` header, answered in the {other.name} protocol's shape instead."
-        operation["parameters"].append({"name": header, "in": "header", "required": False, "schema": {"type": "string"}})
+        operation["parameters"].append(
+            {"name": header, "in": "header", "required": False, "schema": {"type": "string"}}
+        )
     if description:
         operation["description"] = description.strip()
     return operation
@@ -191,7 +189,8 @@ def _app_operation(route: AppRoute) -> dict[str, Any]:
     if route.operator:
         responses["403"] = {"description": "The key is not an operator key."}
     params = [
-        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}} for name in _PARAM.findall(route.path)
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        for name in _PARAM.findall(route.path)
     ]
     return {
         "operationId": route.operation_id,
@@ -224,7 +223,7 @@ def _returned(render: Callable[..., Any], components: dict[str, Any]) -> dict[st
     """The JSON schema of what `render` is annotated to return (an object where that is unknown)."""
     try:
         hints = typing.get_type_hints(render)
-    except Exception:  # an annotation that does not resolve: say only that it is an object
+    except (NameError, TypeError, AttributeError):  # an annotation that does not resolve: an object, no more
         return {"type": "object"}
     return _Shapes(components).schema(hints.get("return", dict)) or {"type": "object"}
 

@@ -89,7 +89,9 @@ async def test_every_listed_route_is_routed_and_an_unlisted_one_is_not() -> None
     assert "/messages" not in doc["paths"]  # Anthropic is not enabled here
     async with client(app) as http:
         for method, path in sorted(operations(doc)):
-            reply = await http.request(method, path.replace("{", "").replace("}", ""), json={} if method == "POST" else None)
+            reply = await http.request(
+                method, path.replace("{", "").replace("}", ""), json={} if method == "POST" else None
+            )
             assert reply.status_code not in (404, 405) or "No route" not in reply.text, (method, path, reply.text)
         missing = await http.post("/messages", json={})
         assert missing.status_code == 404 and "No route" in missing.text

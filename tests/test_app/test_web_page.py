@@ -16,6 +16,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Mount, Route
 
 from asgi_llm import ApiKeyConfig, LLMApp, ModelConfig, ModelPool, Settings
+from asgi_llm.adapters.ollama import OLLAMA
 from asgi_llm.cli import build_parser, settings_from_args, standalone_app
 from asgi_llm.engines.fake import FakeEngine
 
@@ -25,7 +26,9 @@ MODELS = (ModelConfig(id="fake", path="unused.gguf"),)
 
 
 def fake_app(web_ui: bool | None = None, **settings: Any) -> LLMApp:
-    pool = ModelPool(Settings(models=MODELS, **settings), engine_factory=lambda config, thread: FakeEngine(config, thread))
+    pool = ModelPool(
+        Settings(models=MODELS, **settings), engine_factory=lambda config, thread: FakeEngine(config, thread)
+    )
     return LLMApp(pool=pool, web_ui=web_ui)
 
 
@@ -102,3 +105,16 @@ async def test_asgi_llm_serve_has_it_at_ui_only_and_no_web_ui_turns_it_off() -> 
     assert await page_at([], "/ui/app.js") == 200
     assert await page_at([], "/v1/ui") == 404  # one page, at the root
     assert await page_at(["--no-web-ui"], "/ui") == 404
+
+
+async def test_a_sibling_in_front_of_the_host_leaves_the_hosts_ui_alone() -> None:
+    async def page(request: Any) -> PlainTextResponse:
+        return PlainTextResponse("the host's own /ui")
+
+    pool = ModelPool(Settings(models=MODELS, web_ui=True), engine_factory=lambda c, t: FakeEngine(c, t))
+    api = LLMApp(pool=pool)  # `web_ui = true` in the settings: this app serves the page
+    ollama = api.sibling(OLLAMA, health_path=None)  # a sibling serves none unless asked
+    host = Starlette(routes=[Route("/ui", page), Mount("/v1", app=api)])
+    async with client(ollama.in_front_of(host)) as http:
+        assert (await http.get("/ui")).text == "the host's own /ui"
+        assert (await http.get("/v1/ui")).status_code == 200
