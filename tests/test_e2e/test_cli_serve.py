@@ -53,3 +53,12 @@ def test_responses_anthropic_and_ollama_clients_against_serve(served: str) -> No
         chat = local.chat(model="default", messages=[{"role": "user", "content": "Hi"}], options={"num_predict": 8})
         assert chat.done and chat.message.content
         assert any(m.model and m.model.startswith("SmolLM2-135M-Instruct") for m in local.list().models)
+
+
+def test_the_web_page_and_each_mounts_openapi_document(served: str) -> None:
+    page = httpx.get(f"{served}/ui")
+    assert page.status_code == 200 and '<base href="/ui/">' in page.text
+    root = httpx.get(f"{served}/openapi.json").json()
+    assert {"/api/chat", "/chat/completions", "/messages", "/ui"} <= set(root["paths"]) and root["servers"] == [{"url": "/"}]
+    v1 = httpx.get(f"{served}/v1/openapi.json").json()
+    assert v1["servers"] == [{"url": "/v1"}] and "/api/chat" not in v1["paths"] and "/ui" not in v1["paths"]

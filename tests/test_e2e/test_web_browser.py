@@ -13,6 +13,7 @@ import re
 import struct
 import time
 import zlib
+from collections import Counter
 from collections.abc import AsyncGenerator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ ARGS = [
 ]
 KEYS = {"op-key": KeyInfo(name="ops", operator=True), "user-key": KeyInfo(name="user")}
 ACCENT = (0x33, 0x58, 0xD4)  # style.css's --accent: the Send button's background
+THINK = (0xF4, 0xF0, 0xE6)  # style.css's --think: the reasoning box's background
 
 
 async def verify(key: str) -> KeyInfo | None:
@@ -239,7 +241,7 @@ class ThinkingEngine(FakeEngine):
 
 @pytest.mark.parametrize("adapter", [OPENAI, OLLAMA], ids=lambda a: a.name)
 def test_reasoning_shows_apart_from_the_answer_in_either_protocol(
-    page: Page, serve_app: Callable[[Starlette], Any], adapter: Adapter
+    page: Page, serve_app: Callable[[Starlette], Any], adapter: Adapter, tmp_path: Path
 ) -> None:
     pool = ModelPool(
         Settings(models=(ModelConfig(id="thinker", path="unused.gguf"),)),
@@ -258,3 +260,7 @@ def test_reasoning_shows_apart_from_the_answer_in_either_protocol(
         assert page.locator(".reasoning").is_visible()
         assert page.inner_text("#tokens") == "9"
         assert float(page.inner_text("#tps")) > 0
+        thought = pixels(page.locator(".reasoning").screenshot(path=str(tmp_path / "reasoning.png")))
+        answer = pixels(page.locator(".turn.assistant .answer").screenshot())
+        assert near(Counter(thought).most_common(1)[0][0], THINK)  # its own tinted box...
+        assert Counter(answer).most_common(1)[0][0] == (255, 255, 255)  # ...apart from the answer
