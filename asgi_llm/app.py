@@ -239,8 +239,9 @@ class LLMApp:
         if self._own_paths[_OPENAPI]:
             routes.append(AppRoute(self._own_paths[_OPENAPI], "openapi", "This document."))
         if self._page is not None:
-            routes.append(AppRoute(PAGE_PATHS[0], "web_ui", "The chat playground and operator page.", "text/html"))
-            routes.append(AppRoute(PAGE_PATHS[1], "web_ui_file", "The page's script and style.", "text/plain"))
+            page, files = PAGE_PATHS
+            routes.append(AppRoute(page, "web_ui", "The chat and operator page.", "text/html", keyless=True))
+            routes.append(AppRoute(files, "web_ui_file", "The page's script and style.", "text/plain", keyless=True))
         return routes
 
     async def _lazy_start(self) -> None:

@@ -40,6 +40,8 @@ class AppRoute:
     media_type: str = "application/json"
     operator: bool = False
     """Only operator keys may read it."""
+    keyless: bool = False
+    """Served before any key is asked for (the web page's own files)."""
 
 
 def openapi_document(
@@ -64,10 +66,10 @@ def openapi_document(
             }
         _secure(operation, route.path, public)
         paths.setdefault(path, {})[method.lower()] = operation
-    for extra in app_routes:
+    for extra in app_routes:  # after the protocols' routes, as in the router
         operation = _app_operation(extra)
-        _secure(operation, extra.path, public)
-        paths.setdefault(_template(extra.path), {})["get"] = operation
+        _secure(operation, "" if extra.keyless else extra.path, public, keyless=extra.keyless)
+        paths.setdefault(_template(extra.path), {}).setdefault("get", operation)
     doc: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {"title": title, "version": version},
@@ -201,8 +203,8 @@ def _app_operation(route: AppRoute) -> dict[str, Any]:
     }
 
 
-def _secure(operation: dict[str, Any], path: str, public: frozenset[str] | None) -> None:
-    if public is not None and "/" + path.strip("/") in public:
+def _secure(operation: dict[str, Any], path: str, public: frozenset[str] | None, *, keyless: bool = False) -> None:
+    if public is not None and (keyless or "/" + path.strip("/") in public):
         operation["security"] = []
     elif public is not None:
         operation["responses"]["401"] = {"description": "No key, or an unknown one."}

@@ -158,9 +158,11 @@ async def test_without_keys_or_metrics_the_document_says_neither() -> None:
     assert "/metrics" not in doc["paths"]
 
 
-async def test_the_web_page_is_listed_only_where_it_is_served() -> None:
+async def test_the_web_page_is_listed_only_where_it_is_served_and_needs_no_key() -> None:
     assert "/ui" not in (await fetch(fake_app((OPENAI,))))["paths"]
-    doc = await fetch(fake_app((OPENAI,), web_ui=True))
+    keys = (ApiKeyConfig(name="user", key=SecretStr("user-secret")),)
+    doc = await fetch(fake_app((OPENAI,), web_ui=True, api_keys=keys), authorization="Bearer user-secret")
     validate_openapi(doc)
     assert doc["paths"]["/ui"]["get"]["operationId"] == "web_ui"
     assert doc["paths"]["/ui/{file}"]["get"]["parameters"][0]["name"] == "file"
+    assert doc["paths"]["/ui"]["get"]["security"] == [] == doc["paths"]["/ui/{file}"]["get"]["security"]
