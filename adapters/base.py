@@ -197,6 +197,8 @@ class Adapter:
     render_error: Callable[[LLMError], Reply]
     signature_header: str | None = None
     """A header that marks a request as this protocol's, to pick the error envelope for unknown routes."""
+    tag_error: Callable[[Any, str], Any] = field(default=lambda body, request_id: body)
+    """An error body with the request's id put where this protocol's clients tolerate it."""
 
 
 def validate(model: type[M], data: Any) -> M:

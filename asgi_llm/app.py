@@ -33,7 +33,8 @@ from .middleware import (
     UsageMiddleware,
     Verifier,
 )
-from .http.context import REQUEST, request_state
+from .http.context import REQUEST, request_id, request_state, with_request_id_header
+from .logs import serving_request, tag_own_loggers
 from .pool import ModelPool
 from .http.routing import Match, Router, route_path
 from .storage.state import MemoryStore, SQLiteStore
@@ -104,6 +105,7 @@ class LLMApp:
         for layer in reversed(self.middleware):  # the first layer is the outermost
             app = layer(app)
         self._app = app
+        tag_own_loggers()  # our log lines name the request they belong to
 
     def sibling(self, *adapters: Adapter, health_path: str | None = "/health") -> LLMApp:
         """Another app on the same pool, store and middleware (so one key's limits and metrics
@@ -135,7 +137,9 @@ class LLMApp:
         if match is not None and match.target is not None:
             route = match.target[0]
             endpoint = (self._health_path or "") if isinstance(route, str) else route.path
-        return RequestInfo(adapter.name, route_path(scope), endpoint, adapter.render_error, self._resolve_model)
+        return RequestInfo(
+            adapter.name, route_path(scope), endpoint, adapter.render_error, self._resolve_model, adapter.tag_error
+        )
 
     @property
     def settings(self) -> Settings:
@@ -150,6 +154,8 @@ class LLMApp:
         match = self._router.match(route_path(scope), scope.get("method", "GET"), headers)
         if match is not None and match.target is not None:
             return match, match.target[1]
+        if match is not None and match.owner is not None:  # a 405 in the path's own protocol
+            return match, match.owner[1]
         return match, next((a for a in self._adapters if a.signature_header in headers), self._adapters[0])
 
     @contextlib.asynccontextmanager
@@ -173,7 +179,9 @@ class LLMApp:
         """Through the layers, with the one route match they and the endpoint share."""
         state = request_state(scope)
         state[_ROUTED], state[REQUEST] = routed, self._describe(scope, routed)
-        await self._app(scope, receive, send)
+        found = request_id(scope)
+        with serving_request(found):
+            await self._app(scope, receive, with_request_id_header(send, found))
 
     async def _serve_routed(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.pool.started:
@@ -186,7 +194,7 @@ class LLMApp:
                 if match is None
                 else MethodNotAllowed(f"Use {', '.join(match.allowed)} here.")
             )
-            await self._endpoint.send_error(adapter, error, send)
+            await self._endpoint.send_error(adapter, error, scope, send)
             return
         route = match.target[0]
         if route == _HEALTH:

@@ -45,7 +45,7 @@ from .core import (
     Usage,
 )
 from .core.catalog import ModelCard
-from .http.context import KEY, KEY_INFO, MAX_TOKENS, USAGE, Meter, request_info, request_state
+from .http.context import KEY, KEY_INFO, MAX_TOKENS, USAGE, Meter, request_id, request_info, request_state
 from .middleware.policy import KeyInfo
 from .pool import ModelPool
 from .storage.state import owned_by
@@ -99,14 +99,17 @@ class Endpoint:
         except (_Disconnected, ClientGone):
             log.info("client disconnected")
         except LLMError as error:
-            await self.send_error(adapter, error, send)
+            await self.send_error(adapter, error, scope, send)
         except Exception:
             log.exception("unexpected error serving %s", scope.get("path"))
-            await self.send_error(adapter, InternalError("The server had an error while processing your request."), send)
+            error = InternalError("The server had an error while processing your request.")
+            await self.send_error(adapter, error, scope, send)
 
     @staticmethod
-    async def send_error(adapter: Adapter, error: LLMError, send: Send) -> None:
+    async def send_error(adapter: Adapter, error: LLMError, scope: Scope, send: Send) -> None:
+        """The error in the adapter's envelope, carrying the request's id (`x-request-id`)."""
         status, body = adapter.render_error(error)
+        body = adapter.tag_error(body, request_id(scope))
         headers = [("retry-after", str(error.retry_after))] if isinstance(error, RetryLater) else []
         await send_json(send, status, body, headers)
 

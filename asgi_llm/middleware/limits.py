@@ -219,7 +219,7 @@ class LimitsMiddleware:
         key: str = state.get(KEY) or ANONYMOUS
         refusal = await self.limiter.admit(key, limits)
         if refusal is not None:
-            await send_error(send, info, refusal)
+            await send_error(scope, send, info, refusal)
             return
         if limits.max_tokens is not None:
             state[MAX_TOKENS] = limits.max_tokens

@@ -59,17 +59,20 @@ async def test_requests_per_minute_is_429_with_retry_after_in_each_envelope(kit:
         assert (await kit.drive(llm, "POST", "/messages", json=kit.MESSAGES, headers=calls(kit)[1][3])).status == 200
     for reply in refused.values():
         assert reply.status == 429 and reply.headers["retry-after"] == "45"
+    ids = {protocol: reply.headers["x-request-id"] for protocol, reply in refused.items()}
     assert refused["openai"].json()["error"] == {
         "message": "Rate limit reached: 2 requests per minute.",
         "type": "rate_limit_error",
         "param": None,
         "code": "rate_limit_exceeded",
+        "request_id": ids["openai"],
     }
     assert refused["anthropic"].json() == {
         "type": "error",
         "error": {"type": "rate_limit_error", "message": "Rate limit reached: 2 requests per minute."},
+        "request_id": ids["anthropic"],
     }
-    assert refused["ollama"].json() == {"error": "Rate limit reached: 2 requests per minute."}
+    assert refused["ollama"].json() == {"error": "Rate limit reached: 2 requests per minute.", "request_id": ids["ollama"]}
 
 
 async def test_tokens_per_minute_count_real_usage_after_the_fact(kit: Any) -> None:
