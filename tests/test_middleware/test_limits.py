@@ -72,7 +72,10 @@ async def test_requests_per_minute_is_429_with_retry_after_in_each_envelope(kit:
         "error": {"type": "rate_limit_error", "message": "Rate limit reached: 2 requests per minute."},
         "request_id": ids["anthropic"],
     }
-    assert refused["ollama"].json() == {"error": "Rate limit reached: 2 requests per minute.", "request_id": ids["ollama"]}
+    assert refused["ollama"].json() == {
+        "error": "Rate limit reached: 2 requests per minute.",
+        "request_id": ids["ollama"],
+    }
 
 
 async def test_tokens_per_minute_count_real_usage_after_the_fact(kit: Any) -> None:

@@ -151,9 +151,8 @@ async def test_concurrent_requests_each_log_their_own_id(kit: Any) -> None:
         llm = LLMApp(pool=kit.fake_pool(kit.fake_settings()), adapters=kit.ALL, verify=verify)
         async with kit.running(llm), anyio.create_task_group() as group:
             for key in ("one", "two"):
-                group.start_soon(
-                    functools.partial(kit.drive, llm, "GET", "/models", headers=[("x-api-key", key), ("x-request-id", f"id-{key}")])
-                )
+                headers = [("x-api-key", key), ("x-request-id", f"id-{key}")]
+                group.start_soon(functools.partial(kit.drive, llm, "GET", "/models", headers=headers))
     finally:
         logging.getLogger("asgi_llm.auth").removeHandler(collect)
     for record in collect.records:
