@@ -118,6 +118,11 @@ def _discovered(settings: Settings) -> Settings:
         raise ValueError(f"model discovery failed: {exc.message}") from None
 
 
+_RATELIMIT_HEADERS = [
+    f"x-ratelimit-{what}-{kind}" for what in ("limit", "remaining", "reset") for kind in ("requests", "tokens")
+]
+
+
 def standalone_app(settings: Settings) -> Any:
     """OpenAI and Anthropic at `/v1` (where their clients look), Ollama's `/api/*` at the root
     (where Ollama clients look), all on one pool, with one lifespan. With `cors_origins`, CORS
@@ -140,7 +145,7 @@ def standalone_app(settings: Settings) -> Any:
             allow_origins=list(settings.cors_origins),
             allow_methods=["*"],
             allow_headers=["*"],
-            expose_headers=["retry-after"],
+            expose_headers=["retry-after", "x-request-id", "x-should-retry", *_RATELIMIT_HEADERS],
             max_age=600,
         )
     ]

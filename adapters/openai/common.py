@@ -56,10 +56,13 @@ class ErrorBody(TypedDict):
     error: ErrorDetail
 
 
+_TYPES_BY_CODE = {"insufficient_quota": "insufficient_quota"}  # a spent budget, as OpenAI words it
+
+
 def render_error(error: LLMError) -> Reply:
     detail: ErrorDetail = {
         "message": error.message,
-        "type": _ERROR_TYPES.get(error.status, "server_error"),
+        "type": _TYPES_BY_CODE.get(error.code or "") or _ERROR_TYPES.get(error.status, "server_error"),
         "param": error.param,
         "code": error.code,
     }
