@@ -150,7 +150,8 @@ async def test_monthly_and_total_budgets(tmp_path: Path) -> None:
     total = await limiter.admit("k", limits)
     assert isinstance(total, QuotaExhausted) and not isinstance(total, RetryLater)  # no Retry-After: it never renews
     assert total.message == (
-        "The token budget of 150 tokens in total is spent; it does not renew. Ask the server's operator for a new budget."
+        "The token budget of 150 tokens in total is spent; it does not renew. "
+        "Ask the server's operator for a new budget."
     )
 
 

@@ -116,7 +116,8 @@ async def test_a_spent_lifetime_budget_says_so_and_asks_for_no_retry(kit: Any, p
     assert spent.status == 200 and refused.status == 429
     assert "retry-after" not in refused.headers and refused.headers["x-should-retry"] == "false"
     assert ratelimit(refused) == {"limit-tokens": "5", "remaining-tokens": "0"}  # no reset: it never renews
-    message = "The token budget of 5 tokens in total is spent; it does not renew. Ask the server's operator for a new budget."
+    message = "The token budget of 5 tokens in total is spent; it does not renew. "
+    message += "Ask the server's operator for a new budget."
     answer = refused.json()
     if protocol == "openai":
         assert answer["error"]["message"] == message
