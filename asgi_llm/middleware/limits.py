@@ -4,8 +4,9 @@ A request over a limit is refused with 429 and `Retry-After`, in the calling pro
 envelope, before any model work starts; a spent `tokens_total` budget, which never renews,
 is a 429 `insufficient_quota` with no `Retry-After` and `x-should-retry: false`. Every answer
 to a limited key carries OpenAI's `x-ratelimit-*` headers (see `quota`). Tokens are counted
-after the fact, from what the request really used (its `Meter`); budgets are kept in a `BudgetStore` (the SQLite `Ledger`
-survives restarts). The counters live in a `Limiter`, which apps sharing a pool also share.
+after the fact, from what the request really used (its `Meter`); budgets are kept in a
+`BudgetStore` (the SQLite `Ledger` survives restarts). The counters live in a `Limiter`,
+which apps sharing a pool also share.
 Minute windows and concurrency are per process; budgets in a shared ledger are not.
 """
 
