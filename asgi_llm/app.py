@@ -30,6 +30,7 @@ from .middleware import (
     MetricsMiddleware,
     RequestInfo,
     Sink,
+    SQLiteKeys,
     UsageMiddleware,
     Verifier,
 )
@@ -264,11 +265,12 @@ def default_middleware(pool: ModelPool, *, verify: Verifier | None = None) -> tu
     layers: list[Layer] = [functools.partial(UsageMiddleware, sinks=sinks, exclude=probes)]
     keys = settings.all_api_keys()
     if settings.auth_enabled or verify is not None:
-        verifier = _verifier(keys, verify) or KeyStore()  # a keys file with no keys lets no one in
+        stored = SQLiteKeys(settings.keys_db) if settings.keys_db else None
+        verifier = _verifier(keys, stored, verify) or KeyStore()  # a keys file with no keys lets no one in
         public, limit = settings.public_paths, settings.max_body_bytes
         layers.append(functools.partial(AuthMiddleware, verify=verifier, public=public, max_body_bytes=limit))
     default = _limits(settings.limits)
-    if verify is not None or not default.unlimited or any(key.limits is not None for key in keys):
+    if verify is not None or settings.keys_db or not default.unlimited or any(key.limits is not None for key in keys):
         limiter = Limiter(default, budgets=ledger or MemoryBudgets())
         layers.append(functools.partial(LimitsMiddleware, limiter=limiter, exempt=(*settings.public_paths, *probes)))
     if settings.metrics_path:
@@ -280,18 +282,24 @@ def _limits(config: LimitsConfig) -> Limits:
     return Limits(**config.model_dump())
 
 
-def _verifier(keys: Sequence[ApiKeyConfig], verify: Verifier | None) -> Verifier | None:
-    """The configured keys first, then the host's verifier."""
-    if not keys:
-        return verify
-    store = KeyStore((key.key.get_secret_value(), _identity(key)) for key in keys)
-    if verify is None:
-        return store
+def _verifier(keys: Sequence[ApiKeyConfig], stored: Verifier | None, verify: Verifier | None) -> Verifier | None:
+    """The configured keys first, then those made by `asgi-llm keys`, then the host's verifier."""
+    chain = [
+        *([KeyStore((key.key.get_secret_value(), _identity(key)) for key in keys)] if keys else []),
+        *([stored] if stored is not None else []),
+        *([verify] if verify is not None else []),
+    ]
+    if len(chain) <= 1:
+        return chain[0] if chain else None
 
-    async def either(key: str) -> KeyInfo | None:
-        return await store(key) or await verify(key)
+    async def any_of(key: str) -> KeyInfo | None:
+        for check in chain:
+            found = await check(key)
+            if found is not None:
+                return found
+        return None
 
-    return either
+    return any_of
 
 
 def _identity(key: ApiKeyConfig) -> KeyInfo:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import logging
+import logging.config
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from .config import DefaultModelMissing, ModelConfig, Settings
+from .keys_cli import add_keys_parser, run_keys
+from .logs import serve_json_log_config
+from .middleware.sqlite_keys import SQLiteKeys
 
 __all__ = ["main", "build_parser", "settings_from_args", "standalone_app"]
 
@@ -37,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="require this API key (repeatable); ASGI_LLM_API_KEYS and ASGI_LLM_API_KEYS_FILE keep keys out of `ps`",
     )
+    serve.add_argument(
+        "--log-json", action="store_true", help="log one JSON object per line, with the request id (log_format = json)"
+    )
     gpu = serve.add_argument_group("model options (override the first model of --config)")
     gpu.add_argument("--n-ctx", type=int)
     gpu.add_argument("--parallel", type=int, help="requests decoded together (continuous batching)")
@@ -52,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["auto", "on", "off"],
         help="flash attention (default auto: on where the backend has it)",
     )
+    add_keys_parser(commands)
     return parser
 
 
@@ -61,6 +69,10 @@ _MODEL_OPTIONS = ("n_ctx", "parallel", "n_threads", "n_gpu_layers", "main_gpu", 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     settings = Settings.from_file(args.config).with_env_keys() if args.config else Settings.from_env()
     settings = settings.with_keys(args.api_key)
+    if settings.keys_db is None and SQLiteKeys.holds_keys(settings.state_path):  # made by `asgi-llm keys`
+        settings = settings.model_copy(update={"keys_db": settings.state_path})
+    if args.log_json:
+        settings = settings.model_copy(update={"log_format": "json"})
     if args.cors_origin:
         settings = settings.model_copy(update={"cors_origins": (*settings.cors_origins, *args.cors_origin)})
     overrides: dict[str, Any] = {name: getattr(args, name) for name in _MODEL_OPTIONS if getattr(args, name) is not None}
@@ -83,6 +95,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "keys":
+        return run_keys(args)
     try:
         settings = settings_from_args(args)
         for model in settings.models:
@@ -98,8 +112,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import uvicorn
 
-    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s:     %(name)s: %(message)s")
-    uvicorn.run(standalone_app(settings), host=args.host, port=args.port, log_level=args.log_level, lifespan="on")
+    log_config: dict[str, Any] | None = None
+    if settings.log_format == "json":
+        log_config = serve_json_log_config(args.log_level)
+        logging.config.dictConfig(log_config)  # this process is ours: the app's own lines too
+    else:
+        logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s:     %(name)s: %(message)s")
+    app = standalone_app(settings)
+    run: dict[str, Any] = {"log_config": log_config} if log_config is not None else {}
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, lifespan="on", **run)
     return 0
 
 

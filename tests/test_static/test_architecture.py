@@ -82,8 +82,11 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.adapters",
         "asgi_llm.app",
         "asgi_llm.engines.upstream",
+        "asgi_llm.keys_cli",
         "asgi_llm.logs",
+        "asgi_llm.middleware.sqlite_keys",
     ),
+    "asgi_llm.keys_cli": ("asgi_llm.config", "asgi_llm.middleware"),
     "asgi_llm.contrib": (
         "asgi_llm.config",
         "asgi_llm.http.asgi",
