@@ -284,7 +284,7 @@ def _limits(config: LimitsConfig) -> Limits:
 
 def _verifier(keys: Sequence[ApiKeyConfig], stored: Verifier | None, verify: Verifier | None) -> Verifier | None:
     """The configured keys first, then those made by `asgi-llm keys`, then the host's verifier."""
-    chain = [
+    chain: list[Verifier] = [
         *([KeyStore((key.key.get_secret_value(), _identity(key)) for key in keys)] if keys else []),
         *([stored] if stored is not None else []),
         *([verify] if verify is not None else []),

@@ -102,8 +102,8 @@ class Endpoint:
             await self.send_error(adapter, error, scope, send)
         except Exception:
             log.exception("unexpected error serving %s", scope.get("path"))
-            error = InternalError("The server had an error while processing your request.")
-            await self.send_error(adapter, error, scope, send)
+            failure = InternalError("The server had an error while processing your request.")
+            await self.send_error(adapter, failure, scope, send)
 
     @staticmethod
     async def send_error(adapter: Adapter, error: LLMError, scope: Scope, send: Send) -> None:
