@@ -63,6 +63,8 @@ class Meta:
     prompt: Usage | None = None
     """The prompt's tokens (and cached ones) as the engine read them, where it told before the
     first token (a stream opens after that); None where it tells only at the finish."""
+    trace: str | None = None
+    """The request's `x-request-id`, which an error event in a begun stream carries."""
 
 
 @dataclass(frozen=True)

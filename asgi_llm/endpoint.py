@@ -131,7 +131,7 @@ class Endpoint:
             await (send_text(send, status, reply) if isinstance(reply, str) else send_json(send, status, reply))
             return
         if isinstance(route, EmbedRoute):
-            await self._embed(route, body, meter, receive, send)
+            await self._embed(route, body, meter, request_id(scope), receive, send)
         elif isinstance(route, CountRoute):
             parsed = route.parse(body)
             if route.resolve is not None:
@@ -141,12 +141,14 @@ class Endpoint:
                 count = await _until_disconnect(receive, lambda: engine.count_tokens(parsed.request))
             await send_json(send, 200, route.render(parsed, count))
         else:
-            await self._generate(route, body, meter, state.get(MAX_TOKENS), store, receive, send)
+            await self._generate(route, body, meter, state.get(MAX_TOKENS), store, request_id(scope), receive, send)
 
-    async def _embed(self, route: EmbedRoute[Any], body: Any, meter: Meter, receive: Receive, send: Send) -> None:
+    async def _embed(
+        self, route: EmbedRoute[Any], body: Any, meter: Meter, trace: str, receive: Receive, send: Send
+    ) -> None:
         parsed = route.parse(body)
         async with self._pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
-            meta = _meta(model_id)
+            meta = _meta(model_id, trace)
             meter.serving(model_id)
             _check_context(parsed, engine, model_id)
             if not engine.supports_embeddings:
@@ -162,6 +164,7 @@ class Endpoint:
         meter: Meter,
         cap: int | None,
         store: StateStore,
+        trace: str,
         receive: Receive,
         send: Send,
     ) -> None:
@@ -169,7 +172,7 @@ class Endpoint:
         if route.resolve is not None:
             parsed = await route.resolve(parsed, store)
         async with self._pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
-            meta = _meta(model_id)
+            meta = _meta(model_id, trace)
             meter.serving(model_id)
             _check_context(parsed, engine, model_id)
             if parsed.load_only:
@@ -234,8 +237,8 @@ def _visible(catalog: list[ModelCard], key: KeyInfo | None, resolve: Callable[[s
     return [card for card in catalog if key.may_use(card.id, resolve)]
 
 
-def _meta(model_id: str) -> Meta:
-    return Meta(request_id=uuid.uuid4().hex[:24], created=int(time.time()), model=model_id)
+def _meta(model_id: str, trace: str) -> Meta:
+    return Meta(request_id=uuid.uuid4().hex[:24], created=int(time.time()), model=model_id, trace=trace)
 
 
 async def _collect(events: AsyncGenerator[EngineEvent, None], meter: Meter) -> list[GenerationEvent]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from typing import Any
 
@@ -158,3 +159,36 @@ async def test_concurrent_requests_each_log_their_own_id(kit: Any) -> None:
     for record in collect.records:
         seen[str(record.args[0])] = record.request_id  # type: ignore[attr-defined,index]
     assert seen == {"one": "id-one", "two": "id-two"}
+
+
+@pytest.mark.parametrize(
+    ("path", "body_name", "extra"),
+    [
+        ("/chat/completions", "CHAT", []),
+        ("/completions", "", []),
+        ("/messages", "MESSAGES", [("anthropic-version", "2023-06-01")]),
+        ("/api/chat", "OLLAMA_CHAT", []),
+    ],
+)
+async def test_an_error_event_in_a_begun_stream_carries_the_id(
+    kit: Any, path: str, body_name: str, extra: list[tuple[str, str]]
+) -> None:
+    from asgi_llm.core import Overloaded, TextDelta
+    from asgi_llm.engines.fake import FakeEngine
+
+    class Breaks(FakeEngine):
+        async def _events(self, request: Any) -> Any:
+            yield TextDelta("Hel")
+            raise Overloaded("The model stopped.")
+
+    body = getattr(kit, body_name) if body_name else {"model": "fake", "prompt": "hi"}
+    llm = LLMApp(pool=kit.fake_pool(engine=Breaks), adapters=kit.ALL)
+    async with kit.running(llm):
+        headers = [*extra, ("x-request-id", "s-1")]
+        reply = await kit.drive(llm, "POST", path, json={**body, "stream": True}, headers=headers)
+    assert reply.status == 200 and reply.headers["x-request-id"] == "s-1"
+    last = [line for line in reply.body.decode().splitlines() if line.strip() and line.strip() != "data: [DONE]"][-1]
+    event = json.loads(last.removeprefix("data: "))
+    assert "The model stopped." in json.dumps(event)
+    openai = path in ("/chat/completions", "/completions")  # inside the error object; elsewhere top-level
+    assert (event["error"] if openai else event)["request_id"] == "s-1"
