@@ -201,6 +201,8 @@ class Adapter:
     """A header that marks a request as this protocol's, to pick the error envelope for unknown routes."""
     tag_error: Callable[[Any, str], Any] = field(default=lambda body, request_id: body)
     """An error body with the request's id put where this protocol's clients tolerate it."""
+    request_id_header: str | None = None
+    """Where this protocol's own servers send the request id, beside `x-request-id`."""
 
 
 def validate(model: type[M], data: Any) -> M:

@@ -182,7 +182,7 @@ class LLMApp:
         state[_ROUTED], state[REQUEST] = routed, self._describe(scope, routed)
         found = request_id(scope)
         with serving_request(found):
-            await self._app(scope, receive, with_request_id_header(send, found))
+            await self._app(scope, receive, with_request_id_header(send, found, routed[1].request_id_header))
 
     async def _serve_routed(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.pool.started:

@@ -18,4 +18,5 @@ ANTHROPIC = Adapter(
     render_error=render_error,
     tag_error=tag_error,
     signature_header="anthropic-version",
+    request_id_header="request-id",  # where Anthropic's SDKs read it (`error.request_id`)
 )

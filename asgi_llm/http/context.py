@@ -119,14 +119,17 @@ def request_id(scope: Scope) -> str:
     return found
 
 
-def with_request_id_header(send: Send, request_id: str) -> Send:
-    """`send` that gives the response's start an `x-request-id` (unless it has one)."""
+def with_request_id_header(send: Send, request_id: str, also: str | None = None) -> Send:
+    """`send` that gives the response's start an `x-request-id` (unless it has one), and the
+    same id under the protocol's own header name `also`."""
+    names = [b"x-request-id", *([also.encode("latin-1")] if also else [])]
 
     async def sending(message: Message) -> None:
         if message["type"] == "http.response.start":
             headers = list(message.get("headers", ()))
-            if not any(bytes(name).lower() == b"x-request-id" for name, _ in headers):
-                message = {**message, "headers": [*headers, (b"x-request-id", request_id.encode("latin-1"))]}
+            present = {bytes(name).lower() for name, _ in headers}
+            added = [(name, request_id.encode("latin-1")) for name in names if name not in present]
+            message = {**message, "headers": [*headers, *added]}
         await send(message)
 
     return sending

@@ -36,7 +36,7 @@ def test_anthropic_errors_carry_a_top_level_request_id(server: Any) -> None:
     assert error.status_code == 404 and isinstance(error.body, dict)
     assert error.body["type"] == "error" and error.body["error"]["type"] == "not_found_error"
     assert "no-such-model" in error.message
-    assert error.body["request_id"] == error.response.headers["x-request-id"]
+    assert error.body["request_id"] == error.response.headers["x-request-id"] == error.request_id  # `request-id`
 
 
 def test_ollama_errors_keep_their_message_and_carry_the_id_beside_it(server: Any) -> None:
