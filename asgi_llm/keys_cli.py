@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -58,7 +59,11 @@ def keys_db_for(settings: Settings) -> str:
 
 def run_keys(args: argparse.Namespace) -> int:
     settings = Settings.from_file(args.config) if args.config else Settings.from_env()
-    keys = SQLiteKeys(args.db or keys_db_for(settings))
+    path = args.db or keys_db_for(settings)
+    if args.action != "create" and not Path(path).is_file():  # listing or revoking creates no file
+        print(f"asgi-llm: no keys yet: {path} does not exist", file=sys.stderr)
+        return 1
+    keys = SQLiteKeys(path)
     try:
         if args.action == "create":
             key = keys.create(args.name, **_create_options(args))
