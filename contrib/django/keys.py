@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = ["KEY_PREFIX", "KeyExists", "create_key", "hash_key", "revoke_key", "verify_key"]
 
+
 def create_key(name: str, *, operator: bool = False, expires: dt.datetime | None = None) -> str:
     """Store a new key named `name` and return it; it is never shown again. An `operator` key
     may also read /metrics; from `expires` on, the key is refused."""
