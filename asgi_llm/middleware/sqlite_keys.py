@@ -45,6 +45,8 @@ class SQLiteKeys:
         try:
             table = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'api_keys'").fetchone()
             return table is not None and db.execute("SELECT 1 FROM api_keys LIMIT 1").fetchone() is not None
+        except sqlite3.DatabaseError:
+            raise ValueError(f"{path} is not an SQLite file") from None
         finally:
             db.close()
 

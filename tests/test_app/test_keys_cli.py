@@ -72,3 +72,14 @@ def test_the_file_is_the_settings_keys_db_or_state_path(tmp_path: Path, capsys: 
     config.write_text(f'state_path = "{state}"\nkeys_db = "{other}"\n')
     assert run(capsys, "keys", "create", "ops", "--config", str(config))[0] == 0
     assert [k.name for k in SQLiteKeys(other).list()] == ["ops"]
+
+
+def test_a_state_file_that_is_not_sqlite_stops_serve_cleanly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "state.sqlite3"
+    state.write_text("not a database, not even close " * 40)
+    config = tmp_path / "asgi-llm.toml"
+    config.write_text(f'state_path = "{state}"\n')
+    code, _, err = run(capsys, "serve", "--config", str(config))
+    assert code == 2 and "is not an SQLite file" in err and "Traceback" not in err
