@@ -63,6 +63,8 @@ class Meta:
     prompt: Usage | None = None
     """The prompt's tokens (and cached ones) as the engine read them, where it told before the
     first token (a stream opens after that); None where it tells only at the finish."""
+    trace: str | None = None
+    """The request's `x-request-id`, which an error event in a begun stream carries."""
 
 
 @dataclass(frozen=True)
@@ -207,6 +209,10 @@ class Adapter:
     render_error: Callable[[LLMError], Reply]
     signature_header: str | None = None
     """A header that marks a request as this protocol's, to pick the error envelope for unknown routes."""
+    tag_error: Callable[[Any, str], Any] = field(default=lambda body, request_id: body)
+    """An error body with the request's id put where this protocol's clients tolerate it."""
+    request_id_header: str | None = None
+    """Where this protocol's own servers send the request id, beside `x-request-id`."""
 
 
 def validate(model: type[M], data: Any) -> M:

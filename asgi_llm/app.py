@@ -30,10 +30,12 @@ from .middleware import (
     MetricsMiddleware,
     RequestInfo,
     Sink,
+    SQLiteKeys,
     UsageMiddleware,
     Verifier,
 )
-from .http.context import REQUEST, request_state
+from .http.context import REQUEST, request_id, request_state, with_request_id_header
+from .logs import serving_request, tag_own_loggers
 from .openapi import AppRoute, openapi_document, served_at
 from .pool import ModelPool
 from .http.routing import Match, Router, route_path
@@ -117,6 +119,7 @@ class LLMApp:
         for layer in reversed(self.middleware):  # the first layer is the outermost
             app = layer(app)
         self._app = app
+        tag_own_loggers()  # our log lines name the request they belong to
 
     def sibling(self, *adapters: Adapter, health_path: str | None = "/health", web_ui: bool = False) -> LLMApp:
         """Another app on the same pool, store and middleware (so one key's limits and metrics
@@ -154,7 +157,9 @@ class LLMApp:
         if match is not None and match.target is not None:
             route = match.target[0]
             endpoint = self._own_paths[route] if isinstance(route, str) else route.path
-        return RequestInfo(adapter.name, route_path(scope), endpoint, adapter.render_error, self._resolve_model)
+        return RequestInfo(
+            adapter.name, route_path(scope), endpoint, adapter.render_error, self._resolve_model, adapter.tag_error
+        )
 
     @property
     def settings(self) -> Settings:
@@ -169,6 +174,8 @@ class LLMApp:
         match = self._router.match(route_path(scope), scope.get("method", "GET"), headers)
         if match is not None and match.target is not None:
             return match, match.target[1]
+        if match is not None and match.owner is not None:  # a 405 in the path's own protocol
+            return match, match.owner[1]
         return match, next((a for a in self._adapters if a.signature_header in headers), self._adapters[0])
 
     @contextlib.asynccontextmanager
@@ -197,7 +204,9 @@ class LLMApp:
                 return
         state = request_state(scope)
         state[_ROUTED], state[REQUEST] = routed, self._describe(scope, routed)
-        await self._app(scope, receive, send)
+        found = request_id(scope)
+        with serving_request(found):
+            await self._app(scope, receive, with_request_id_header(send, found, routed[1].request_id_header))
 
     async def _serve_routed(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.pool.started:
@@ -210,7 +219,7 @@ class LLMApp:
                 if match is None
                 else MethodNotAllowed(f"Use {', '.join(match.allowed)} here.")
             )
-            await self._endpoint.send_error(adapter, error, send)
+            await self._endpoint.send_error(adapter, error, scope, send)
             return
         route = match.target[0]
         if route == _HEALTH:
@@ -318,11 +327,12 @@ def default_middleware(pool: ModelPool, *, verify: Verifier | None = None) -> tu
     layers: list[Layer] = [functools.partial(UsageMiddleware, sinks=sinks, exclude=probes)]
     keys = settings.all_api_keys()
     if settings.auth_enabled or verify is not None:
-        verifier = _verifier(keys, verify) or KeyStore()  # a keys file with no keys lets no one in
+        stored = SQLiteKeys(settings.keys_db) if settings.keys_db else None
+        verifier = _verifier(keys, stored, verify) or KeyStore()  # a keys file with no keys lets no one in
         public, limit = settings.public_paths, settings.max_body_bytes
         layers.append(functools.partial(AuthMiddleware, verify=verifier, public=public, max_body_bytes=limit))
     default = _limits(settings.limits)
-    if verify is not None or not default.unlimited or any(key.limits is not None for key in keys):
+    if verify is not None or settings.keys_db or not default.unlimited or any(key.limits is not None for key in keys):
         limiter = Limiter(default, budgets=ledger or MemoryBudgets())
         layers.append(functools.partial(LimitsMiddleware, limiter=limiter, exempt=(*settings.public_paths, *probes)))
     if settings.metrics_path:
@@ -334,18 +344,24 @@ def _limits(config: LimitsConfig) -> Limits:
     return Limits(**config.model_dump())
 
 
-def _verifier(keys: Sequence[ApiKeyConfig], verify: Verifier | None) -> Verifier | None:
-    """The configured keys first, then the host's verifier."""
-    if not keys:
-        return verify
-    store = KeyStore((key.key.get_secret_value(), _identity(key)) for key in keys)
-    if verify is None:
-        return store
+def _verifier(keys: Sequence[ApiKeyConfig], stored: Verifier | None, verify: Verifier | None) -> Verifier | None:
+    """The configured keys first, then those made by `asgi-llm keys`, then the host's verifier."""
+    chain: list[Verifier] = [
+        *([KeyStore((key.key.get_secret_value(), _identity(key)) for key in keys)] if keys else []),
+        *([stored] if stored is not None else []),
+        *([verify] if verify is not None else []),
+    ]
+    if len(chain) <= 1:
+        return chain[0] if chain else None
 
-    async def either(key: str) -> KeyInfo | None:
-        return await store(key) or await verify(key)
+    async def any_of(key: str) -> KeyInfo | None:
+        for check in chain:
+            found = await check(key)
+            if found is not None:
+                return found
+        return None
 
-    return either
+    return any_of
 
 
 def _identity(key: ApiKeyConfig) -> KeyInfo:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import logging
+import logging.config
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from .config import DefaultModelMissing, ModelConfig, Settings
+from .keys_cli import add_keys_parser, run_keys
+from .logs import serve_json_log_config
+from .middleware.sqlite_keys import SQLiteKeys
 
 __all__ = ["main", "build_parser", "settings_from_args", "standalone_app"]
 
@@ -40,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--no-web-ui", dest="web_ui", action="store_false", default=None, help="do not serve the web page at /ui"
     )
+    serve.add_argument(
+        "--log-json", action="store_true", help="log one JSON object per line, with the request id (log_format = json)"
+    )
     gpu = serve.add_argument_group("model options (override the first model of --config)")
     gpu.add_argument("--n-ctx", type=int)
     gpu.add_argument("--parallel", type=int, help="requests decoded together (continuous batching)")
@@ -55,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["auto", "on", "off"],
         help="flash attention (default auto: on where the backend has it)",
     )
+    add_keys_parser(commands)
     return parser
 
 
@@ -66,6 +74,10 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     settings = settings.with_keys(args.api_key)
     if args.web_ui is False:
         settings = settings.model_copy(update={"web_ui": False})
+    if settings.keys_db is None and SQLiteKeys.holds_keys(settings.state_path):  # made by `asgi-llm keys`
+        settings = settings.model_copy(update={"keys_db": settings.state_path})
+    if args.log_json:
+        settings = settings.model_copy(update={"log_format": "json"})
     if args.cors_origin:
         settings = settings.model_copy(update={"cors_origins": (*settings.cors_origins, *args.cors_origin)})
     overrides: dict[str, Any] = {name: getattr(args, name) for name in _MODEL_OPTIONS if getattr(args, name) is not None}
@@ -88,6 +100,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "keys":
+        return run_keys(args)
     try:
         settings = settings_from_args(args)
         for model in settings.models:
@@ -103,8 +117,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import uvicorn
 
-    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s:     %(name)s: %(message)s")
-    uvicorn.run(standalone_app(settings), host=args.host, port=args.port, log_level=args.log_level, lifespan="on")
+    log_config: dict[str, Any] | None = None
+    if settings.log_format == "json":
+        log_config = serve_json_log_config(args.log_level)
+        logging.config.dictConfig(log_config)  # this process is ours: the app's own lines too
+    else:
+        logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s:     %(name)s: %(message)s")
+    app = standalone_app(settings)
+    run: dict[str, Any] = {"log_config": log_config} if log_config is not None else {}
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, lifespan="on", **run)
     return 0
 
 
@@ -121,6 +142,11 @@ def _discovered(settings: Settings) -> Settings:
         return asyncio.run(discover_settings(settings))
     except LLMError as exc:
         raise ValueError(f"model discovery failed: {exc.message}") from None
+
+
+_RATELIMIT_HEADERS = [
+    f"x-ratelimit-{what}-{kind}" for what in ("limit", "remaining", "reset") for kind in ("requests", "tokens")
+]
 
 
 def standalone_app(settings: Settings) -> Any:
@@ -146,7 +172,7 @@ def standalone_app(settings: Settings) -> Any:
             allow_origins=list(settings.cors_origins),
             allow_methods=["*"],
             allow_headers=["*"],
-            expose_headers=["retry-after"],
+            expose_headers=["retry-after", "x-request-id", "x-should-retry", *_RATELIMIT_HEADERS],
             max_age=600,
         )
     ]

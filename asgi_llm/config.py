@@ -209,12 +209,18 @@ class Settings(BaseModel):
     state_max_age_seconds: int = Field(default=30 * 86400, ge=1)
     api_keys: tuple[ApiKeyConfig, ...] = Field(default=(), description="With any key (or keys file), routes need one.")
     api_keys_file: str | None = Field(default=None, description="One `name=key` or bare key per line.")
+    keys_db: str | None = Field(
+        default=None, description="SQLite file of keys made by `asgi-llm keys`, checked on every request."
+    )
     public_paths: tuple[str, ...] = Field(default=("/health",), description="Paths below the mount that need no key.")
     limits: LimitsConfig = Field(default_factory=LimitsConfig, description="Limits of every key without its own.")
     usage_ledger: str | None = Field(default=None, description="SQLite file for usage records and token budgets.")
     usage_jsonl: str | None = Field(default=None, description="Also append each usage record to this JSON Lines file.")
     usage_log: bool = Field(default=False, description="Also log each usage record (logger `asgi_llm.usage`).")
     metrics_path: str | None = Field(default="/metrics", description="Prometheus metrics below the mount; None = off.")
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="`asgi-llm serve`'s log lines: text, or one JSON object per line (--log-json)."
+    )
     cors_origins: tuple[str, ...] = Field(
         default=(), description="Origins a web page may call `asgi-llm serve` from (`*`: any); a mounted app leaves CORS to its host."
     )
@@ -237,7 +243,7 @@ class Settings(BaseModel):
 
     @property
     def auth_enabled(self) -> bool:
-        return bool(self.api_keys) or self.api_keys_file is not None
+        return bool(self.api_keys) or self.api_keys_file is not None or self.keys_db is not None
 
     def all_api_keys(self) -> tuple[ApiKeyConfig, ...]:
         """`api_keys` and those in `api_keys_file` (read now: one `name=key` or bare key per

@@ -45,7 +45,7 @@ from .core import (
     Usage,
 )
 from .core.catalog import ModelCard
-from .http.context import KEY, KEY_INFO, MAX_TOKENS, USAGE, Meter, request_info, request_state
+from .http.context import KEY, KEY_INFO, MAX_TOKENS, USAGE, Meter, request_id, request_info, request_state
 from .middleware.policy import KeyInfo
 from .pool import ModelPool
 from .storage.state import owned_by
@@ -99,14 +99,17 @@ class Endpoint:
         except (_Disconnected, ClientGone):
             log.info("client disconnected")
         except LLMError as error:
-            await self.send_error(adapter, error, send)
+            await self.send_error(adapter, error, scope, send)
         except Exception:
             log.exception("unexpected error serving %s", scope.get("path"))
-            await self.send_error(adapter, InternalError("The server had an error while processing your request."), send)
+            failure = InternalError("The server had an error while processing your request.")
+            await self.send_error(adapter, failure, scope, send)
 
     @staticmethod
-    async def send_error(adapter: Adapter, error: LLMError, send: Send) -> None:
+    async def send_error(adapter: Adapter, error: LLMError, scope: Scope, send: Send) -> None:
+        """The error in the adapter's envelope, carrying the request's id (`x-request-id`)."""
         status, body = adapter.render_error(error)
+        body = adapter.tag_error(body, request_id(scope))
         headers = [("retry-after", str(error.retry_after))] if isinstance(error, RetryLater) else []
         await send_json(send, status, body, headers)
 
@@ -128,7 +131,7 @@ class Endpoint:
             await (send_text(send, status, reply) if isinstance(reply, str) else send_json(send, status, reply))
             return
         if isinstance(route, EmbedRoute):
-            await self._embed(route, body, meter, receive, send)
+            await self._embed(route, body, meter, request_id(scope), receive, send)
         elif isinstance(route, CountRoute):
             parsed = route.parse(body)
             if route.resolve is not None:
@@ -138,12 +141,14 @@ class Endpoint:
                 count = await _until_disconnect(receive, lambda: engine.count_tokens(parsed.request))
             await send_json(send, 200, route.render(parsed, count))
         else:
-            await self._generate(route, body, meter, state.get(MAX_TOKENS), store, receive, send)
+            await self._generate(route, body, meter, state.get(MAX_TOKENS), store, request_id(scope), receive, send)
 
-    async def _embed(self, route: EmbedRoute[Any], body: Any, meter: Meter, receive: Receive, send: Send) -> None:
+    async def _embed(
+        self, route: EmbedRoute[Any], body: Any, meter: Meter, trace: str, receive: Receive, send: Send
+    ) -> None:
         parsed = route.parse(body)
         async with self._pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
-            meta = _meta(model_id)
+            meta = _meta(model_id, trace)
             meter.serving(model_id)
             _check_context(parsed, engine, model_id)
             if not engine.supports_embeddings:
@@ -159,6 +164,7 @@ class Endpoint:
         meter: Meter,
         cap: int | None,
         store: StateStore,
+        trace: str,
         receive: Receive,
         send: Send,
     ) -> None:
@@ -166,7 +172,7 @@ class Endpoint:
         if route.resolve is not None:
             parsed = await route.resolve(parsed, store)
         async with self._pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
-            meta = _meta(model_id)
+            meta = _meta(model_id, trace)
             meter.serving(model_id)
             _check_context(parsed, engine, model_id)
             if parsed.load_only:
@@ -231,8 +237,8 @@ def _visible(catalog: list[ModelCard], key: KeyInfo | None, resolve: Callable[[s
     return [card for card in catalog if key.may_use(card.id, resolve)]
 
 
-def _meta(model_id: str) -> Meta:
-    return Meta(request_id=uuid.uuid4().hex[:24], created=int(time.time()), model=model_id)
+def _meta(model_id: str, trace: str) -> Meta:
+    return Meta(request_id=uuid.uuid4().hex[:24], created=int(time.time()), model=model_id, trace=trace)
 
 
 async def _collect(events: AsyncGenerator[EngineEvent, None], meter: Meter) -> list[GenerationEvent]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..base import Adapter
 from . import messages, models
-from .common import render_error
+from .common import render_error, tag_error
 
 __all__ = ["ANTHROPIC"]
 
@@ -16,5 +16,7 @@ ANTHROPIC = Adapter(
     name="anthropic",
     routes=(*messages.ROUTES, *models.ROUTES),
     render_error=render_error,
+    tag_error=tag_error,
     signature_header="anthropic-version",
+    request_id_header="request-id",  # where Anthropic's SDKs read it (`error.request_id`)
 )

@@ -9,7 +9,7 @@ from asgi_llm.core import LLMError
 
 from ..base import Reply
 
-__all__ = ["ErrorBody", "render_error", "sse", "tool_use_id"]
+__all__ = ["ErrorBody", "render_error", "sse", "tag_error", "tool_use_id"]
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -48,6 +48,11 @@ def render_error(error: LLMError) -> Reply:
         message = f"{error.param}: {message}"
     body: ErrorBody = {"type": "error", "error": {"type": _ERROR_TYPES.get(error.status, fallback), "message": message}}
     return error.status, body
+
+
+def tag_error(body: Any, request_id: str) -> Any:
+    """A top-level `request_id`, where Anthropic's own error bodies carry it."""
+    return {**body, "request_id": request_id} if isinstance(body, dict) else body
 
 
 def sse(payload: dict[str, Any] | ErrorBody) -> bytes:

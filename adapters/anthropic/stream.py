@@ -24,7 +24,7 @@ from asgi_llm.core import (
     Usage,
 )
 
-from .common import render_error, sse, tool_use_id
+from .common import render_error, sse, tag_error, tool_use_id
 from ..base import Meta, Parsed, Unrecorded
 
 __all__ = ["MessageStream", "fold_message"]
@@ -195,4 +195,5 @@ class MessageStream(Unrecorded):
         return b"".join(sse(op) for op in self._blocks.close()) + sse({"type": "message_stop"})
 
     def error(self, error: LLMError) -> bytes:
-        return sse(render_error(error)[1])
+        body = render_error(error)[1]
+        return sse(tag_error(body, self._meta.trace) if self._meta.trace else body)

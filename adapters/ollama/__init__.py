@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..base import Adapter
 from . import chat, embed, generate, models
-from .common import render_error
+from .common import render_error, tag_error
 
 __all__ = ["OLLAMA", "render_error"]
 
@@ -12,4 +12,5 @@ OLLAMA = Adapter(
     name="ollama",
     routes=(chat.ROUTE, generate.ROUTE, *embed.ROUTES, *models.ROUTES),
     render_error=render_error,
+    tag_error=tag_error,
 )

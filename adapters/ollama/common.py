@@ -23,6 +23,7 @@ __all__ = [
     "context_need",
     "Durations",
     "render_error",
+    "tag_error",
     "ndjson",
     "model_name",
     "rfc3339",
@@ -85,6 +86,11 @@ class Durations(TypedDict):
 
 def render_error(error: LLMError) -> Reply:
     return error.status, {"error": error.message}
+
+
+def tag_error(body: Any, request_id: str) -> Any:
+    """A `request_id` beside `error`: Ollama's clients read `error` and ignore the rest."""
+    return {**body, "request_id": request_id} if isinstance(body, dict) else body
 
 
 def ndjson(payload: Any) -> bytes:

@@ -192,4 +192,4 @@ class NdjsonStream(Unrecorded):
         return ndjson({**_head(self._meta), **self.fields(Delta()), **_done(self._turn.finish, durations)})
 
     def error(self, error: LLMError) -> bytes:
-        return ndjson({"error": error.message})
+        return ndjson({"error": error.message, **({"request_id": self._meta.trace} if self._meta.trace else {})})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..base import Adapter
 from . import chat, completions, embeddings, models
-from .common import render_error
+from .common import render_error, tag_error
 from .responses import routes as responses
 
 __all__ = ["OPENAI"]
@@ -19,4 +19,5 @@ OPENAI = Adapter(
         *responses.ROUTES,
     ),
     render_error=render_error,
+    tag_error=tag_error,
 )

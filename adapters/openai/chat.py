@@ -51,6 +51,7 @@ from .common import (
     chat_logprobs,
     effort_reasoning,
     render_error,
+    tag_error,
     sampling_params,
     sse,
     usage_dict,
@@ -368,7 +369,8 @@ class ChatStream(Unrecorded):
         return tail + SSE_DONE
 
     def error(self, error: LLMError) -> bytes:
-        return sse(render_error(error)[1])
+        body = render_error(error)[1]
+        return sse(tag_error(body, self._meta.trace) if self._meta.trace else body)
 
 
 ROUTE = GenerateRoute(path="/chat/completions", parse=parse, render=render, encoder=ChatStream, body=ChatBody)

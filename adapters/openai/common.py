@@ -21,6 +21,7 @@ __all__ = [
     "logit_bias",
     "ErrorBody",
     "render_error",
+    "tag_error",
     "sse",
     "SSE_DONE",
     "usage_dict",
@@ -55,15 +56,26 @@ class ErrorBody(TypedDict):
     error: ErrorDetail
 
 
+_TYPES_BY_CODE = {"insufficient_quota": "insufficient_quota"}  # a spent budget, as OpenAI words it
+
+
 def render_error(error: LLMError) -> Reply:
     detail: ErrorDetail = {
         "message": error.message,
-        "type": _ERROR_TYPES.get(error.status, "server_error"),
+        "type": _TYPES_BY_CODE.get(error.code or "") or _ERROR_TYPES.get(error.status, "server_error"),
         "param": error.param,
         "code": error.code,
     }
     body: ErrorBody = {"error": detail}
     return error.status, body
+
+
+def tag_error(body: Any, request_id: str) -> Any:
+    """The id inside the error object, beside `message`: the SDKs read the object's known
+    fields and keep the rest, so their error parsing is unchanged."""
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        return {**body, "error": {**body["error"], "request_id": request_id}}
+    return body
 
 
 def sse(payload: Any) -> bytes:

@@ -21,7 +21,7 @@ from asgi_llm.core import (
 )
 
 from ..base import GenerateRoute, Meta, Parsed, Unrecorded, refuse_unrecognized, validate
-from .common import SSE_DONE, SamplingBody, render_error, sampling_params, sse, usage_dict
+from .common import SSE_DONE, SamplingBody, render_error, sampling_params, sse, tag_error, usage_dict
 
 __all__ = ["parse", "render", "CompletionStream", "ROUTE"]
 
@@ -170,7 +170,8 @@ class CompletionStream(Unrecorded):
         return sse(chunk) + SSE_DONE
 
     def error(self, error: LLMError) -> bytes:
-        return sse(render_error(error)[1])
+        body = render_error(error)[1]
+        return sse(tag_error(body, self._meta.trace) if self._meta.trace else body)
 
 
 ROUTE = GenerateRoute(path="/completions", parse=parse, render=render, encoder=CompletionStream, body=CompletionBody)

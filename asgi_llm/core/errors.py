@@ -11,6 +11,7 @@ __all__ = [
     "PayloadTooLarge",
     "Unauthorized",
     "Forbidden",
+    "QuotaExhausted",
     "RateLimited",
     "RetryLater",
     "RouteNotFound",
@@ -86,6 +87,13 @@ class RetryLater(LLMError):
 class RateLimited(RetryLater):
     status = 429
     code = "rate_limit_exceeded"
+
+
+class QuotaExhausted(LLMError):
+    """A budget that never renews by itself is spent: retrying will not help, so no `Retry-After`."""
+
+    status = 429
+    code = "insufficient_quota"
 
 
 class Overloaded(RetryLater):

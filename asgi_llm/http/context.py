@@ -11,12 +11,12 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Iterable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import Finish, GenerationEvent, LLMError, RetryLater, Unauthorized, Usage
-from .asgi import Scope, Send, header, send_json
+from .asgi import Message, Scope, Send, header, send_json
 from .routing import route_path
 
 __all__ = [
@@ -38,6 +38,8 @@ __all__ = [
     "request_info",
     "request_state",
     "send_error",
+    "tag_plain_error",
+    "with_request_id_header",
 ]
 
 Reply = tuple[int, Any]
@@ -71,6 +73,8 @@ class RequestInfo:
     render_error: Callable[[LLMError], Reply]
     resolve_model: Callable[[str], str | None] = field(default=lambda name: name)
     """A model name or alias → its canonical id (plain apps: the name itself), or None when unknown."""
+    tag_error: Callable[[Any, str], Any] = field(default=lambda body, request_id: tag_plain_error(body, request_id))
+    """An error body with the request's id put where the protocol's clients tolerate it."""
 
 
 Classify = Callable[[Scope], RequestInfo]
@@ -81,6 +85,13 @@ def render_plain_error(error: LLMError) -> Reply:
     return error.status, {
         "error": {"message": error.message, "type": error.code, "param": error.param, "code": error.code}
     }
+
+
+def tag_plain_error(body: Any, request_id: str) -> Any:
+    """The request id inside the OpenAI-shaped error object (see `render_plain_error`)."""
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        return {**body, "error": {**body["error"], "request_id": request_id}}
+    return body
 
 
 def plain_request(scope: Scope) -> RequestInfo:
@@ -108,6 +119,22 @@ def request_id(scope: Scope) -> str:
     return found
 
 
+def with_request_id_header(send: Send, request_id: str, also: str | None = None) -> Send:
+    """`send` that gives the response's start an `x-request-id` (unless it has one), and the
+    same id under the protocol's own header name `also`."""
+    names = [b"x-request-id", *([also.encode("latin-1")] if also else [])]
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers", ()))
+            present = {bytes(name).lower() for name, _ in headers}
+            added = [(name, request_id.encode("latin-1")) for name in names if name not in present]
+            message = {**message, "headers": [*headers, *added]}
+        await send(message)
+
+    return sending
+
+
 def request_info(scope: Scope, classify: Classify | None = None) -> RequestInfo:
     state = request_state(scope)
     info: RequestInfo | None = state.get(REQUEST)
@@ -117,10 +144,14 @@ def request_info(scope: Scope, classify: Classify | None = None) -> RequestInfo:
     return info
 
 
-async def send_error(send: Send, info: RequestInfo, error: LLMError) -> None:
-    """The error in the calling protocol's envelope, with `Retry-After` / `WWW-Authenticate`."""
+async def send_error(
+    scope: Scope, send: Send, info: RequestInfo, error: LLMError, headers: Iterable[tuple[str, str]] = ()
+) -> None:
+    """The error in the calling protocol's envelope with the request's id in it, and
+    `Retry-After` / `WWW-Authenticate` where they apply."""
     status, body = info.render_error(error)
-    headers: list[tuple[str, str]] = []
+    body = info.tag_error(body, request_id(scope))
+    headers = list(headers)
     if isinstance(error, RetryLater):
         headers.append(("retry-after", str(error.retry_after)))
     if isinstance(error, Unauthorized):

@@ -39,6 +39,8 @@ class Match(Generic[T]):
     target: T | None
     params: dict[str, str]
     allowed: tuple[str, ...]  # methods the path accepts, for 405
+    owner: T | None = None
+    """For a 405: the first route whose path matched (whose protocol words the refusal)."""
 
 
 class Router(Generic[T]):
@@ -49,6 +51,7 @@ class Router(Generic[T]):
 
     def match(self, path: str, method: str, headers: Collection[str] = ()) -> Match[T] | None:
         allowed: list[str] = []
+        owner: T | None = None
         for pattern, methods, target, header in self._routes:
             found = pattern.match(path)
             if found is None or (header is not None and header not in headers):
@@ -56,4 +59,5 @@ class Router(Generic[T]):
             if method in methods or (method == "HEAD" and "GET" in methods):
                 return Match(target, found.groupdict(), methods)
             allowed.extend(methods)
-        return Match(None, {}, tuple(allowed)) if allowed else None
+            owner = target if owner is None else owner
+        return Match(None, {}, tuple(allowed), owner) if allowed else None

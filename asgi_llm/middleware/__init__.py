@@ -12,7 +12,9 @@ from .ledger import Ledger
 from .limits import BudgetStore, Limiter, LimitsMiddleware, MemoryBudgets
 from .metrics import Metrics, MetricsMiddleware
 from .policy import KeyInfo, Limits
+from .keyring import KeyExists, StoredKey
 from .sinks import JSONLinesSink, LoggingSink
+from .sqlite_keys import SQLiteKeys
 from .usage import Sink, UsageMiddleware, UsageRecord
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "BudgetStore",
     "Classify",
     "JSONLinesSink",
+    "KeyExists",
     "KeyInfo",
     "KeyStore",
     "Ledger",
@@ -37,7 +40,9 @@ __all__ = [
     "Metrics",
     "MetricsMiddleware",
     "RequestInfo",
+    "SQLiteKeys",
     "Sink",
+    "StoredKey",
     "UsageMiddleware",
     "UsageRecord",
     "Verifier",

@@ -112,4 +112,4 @@ async def _refuse(scope: Scope, send: Send, info: RequestInfo, error: LLMError) 
     if scope["type"] == "websocket":
         await send({"type": "websocket.close", "code": 1008})
     else:
-        await send_error(send, info, error)
+        await send_error(scope, send, info, error)

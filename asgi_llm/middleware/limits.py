@@ -1,9 +1,12 @@
 """Per-key limits: requests and tokens per minute, concurrent requests, token budgets, max_tokens.
 
 A request over a limit is refused with 429 and `Retry-After`, in the calling protocol's
-envelope, before any model work starts. Tokens are counted after the fact, from what the
-request really used (its `Meter`); budgets are kept in a `BudgetStore` (the SQLite `Ledger`
-survives restarts). The counters live in a `Limiter`, which apps sharing a pool also share.
+envelope, before any model work starts; a spent `tokens_total` budget, which never renews,
+is a 429 `insufficient_quota` with no `Retry-After` and `x-should-retry: false`. Every answer
+to a limited key carries OpenAI's `x-ratelimit-*` headers (see `quota`). Tokens are counted
+after the fact, from what the request really used (its `Meter`); budgets are kept in a
+`BudgetStore` (the SQLite `Ledger` survives restarts). The counters live in a `Limiter`,
+which apps sharing a pool also share.
 Minute windows and concurrency are per process; budgets in a shared ledger are not.
 """
 
@@ -14,18 +17,20 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from typing import Protocol
 
 import anyio
 
-from asgi_llm.http.asgi import ASGIApp, Receive, Scope, Send
-from asgi_llm.core import RateLimited
+from asgi_llm.core import LLMError, QuotaExhausted, RateLimited
+from asgi_llm.http.asgi import ASGIApp, Message, Receive, Scope, Send
 
 from asgi_llm.http.context import KEY, KEY_INFO, MAX_TOKENS, Classify, meter_of, request_info, request_state, send_error
 from .ledger import DAY
 from .policy import KeyInfo, Limits
+from .quota import Quota, quota_headers, tightest
 
-__all__ = ["ANONYMOUS", "BudgetStore", "Limiter", "LimitsMiddleware", "MemoryBudgets"]
+__all__ = ["ANONYMOUS", "Admission", "BudgetStore", "Limiter", "LimitsMiddleware", "MemoryBudgets"]
 
 ANONYMOUS = ""
 """The name requests without an authenticated key are counted under."""
@@ -69,8 +74,22 @@ def _period(period: str, now: float) -> tuple[float, float | None]:
 
 _BUDGETS = (("tokens_per_day", "day"), ("tokens_per_month", "month"), ("tokens_total", "total"))
 _PER = {"day": "per day", "month": "per month", "total": "in total"}
-TOTAL_RETRY_AFTER = DAY
-"""`Retry-After` for a spent total budget, which never renews by itself."""
+
+
+@dataclass(frozen=True)
+class Admission:
+    """A request slot taken (no `refusal`) or refused, and the `x-ratelimit-*` headers that say
+    what is left of the key's limits (see `quota`)."""
+
+    refusal: LLMError | None
+    headers: list[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class _Budget:
+    name: str
+    period: str
+    quota: Quota
 
 
 class Limiter:
@@ -93,24 +112,28 @@ class Limiter:
     def limits_for(self, identity: KeyInfo | None) -> Limits:
         return identity.limits if identity is not None and identity.limits is not None else self.default
 
-    async def admit(self, key: str, limits: Limits) -> RateLimited | None:
-        """Takes a request slot, or says why not. Budgets are read first (they may await), then
-        the in-memory checks and the taking happen with no await between them."""
-        refusal = await self._over_budget(key, limits)
-        if refusal is not None:
-            return refusal
+    async def admit(self, key: str, limits: Limits) -> LLMError | None:
+        """Takes a request slot, or says why not."""
+        return (await self.enter(key, limits)).refusal
+
+    async def enter(self, key: str, limits: Limits) -> Admission:
+        """Takes a request slot, or says why not; either way, with what is left. Budgets are
+        read first (they may await), then the in-memory checks and the taking happen with no
+        await between them."""
+        budgets = await self._budgets(key, limits)
         now = self._clock()
         refusal = (
-            self._over_concurrency(key, limits)
+            _over_budget(budgets)
+            or self._over_concurrency(key, limits)
             or self._over_rate(key, limits, now)
             or self._over_tokens(key, limits, now)
         )
-        if refusal is not None:
-            return refusal
-        if limits.requests_per_minute is not None:
-            self._requests.setdefault(key, deque()).append(now)
-        self._active[key] = self._active.get(key, 0) + 1
-        return None
+        if refusal is None:
+            if limits.requests_per_minute is not None:
+                self._requests.setdefault(key, deque()).append(now)
+            self._active[key] = self._active.get(key, 0) + 1
+        tokens = tightest([*self._minute_tokens(key, limits, now), *(b.quota for b in budgets)])
+        return Admission(refusal, quota_headers(self._minute_requests(key, limits, now), tokens))
 
     def release(self, key: str) -> None:
         self._active[key] -= 1
@@ -127,19 +150,34 @@ class Limiter:
         if any(getattr(limits, name) is not None for name, _ in _BUDGETS):
             await self.budgets.charge(key, tokens, now)
 
-    async def _over_budget(self, key: str, limits: Limits) -> RateLimited | None:
+    async def _budgets(self, key: str, limits: Limits) -> list[_Budget]:
+        found: list[_Budget] = []
         for name, period in _BUDGETS:
             budget: int | None = getattr(limits, name)
             if budget is None:
                 continue
             now = self._clock()
             start, renews = _period(period, now)
-            if await self.budgets.spent(key, start) >= budget:
-                wait = TOTAL_RETRY_AFTER if renews is None else math.ceil(renews - now)
-                return RateLimited(
-                    f"The token budget of {budget} tokens {_PER[period]} is spent.", retry_after=_wait(wait)
-                )
-        return None
+            spent = await self.budgets.spent(key, start)
+            reset = None if renews is None else renews - now
+            found.append(_Budget(name, period, Quota(budget, max(budget - spent, 0), reset)))
+        return found
+
+    def _minute_requests(self, key: str, limits: Limits, now: float) -> Quota | None:
+        """Requests left this minute; whole again when the newest counted one leaves the window."""
+        if limits.requests_per_minute is None:
+            return None
+        window = self._requests.get(key) or deque()
+        reset = window[-1] + MINUTE - now if window else 0.0
+        return Quota(limits.requests_per_minute, max(limits.requests_per_minute - len(window), 0), reset)
+
+    def _minute_tokens(self, key: str, limits: Limits, now: float) -> list[Quota]:
+        if limits.tokens_per_minute is None:
+            return []
+        window = self._tokens.get(key) or deque()
+        used = sum(tokens for at, tokens in window if at > now - MINUTE)
+        reset = window[-1][0] + MINUTE - now if window else 0.0
+        return [Quota(limits.tokens_per_minute, max(limits.tokens_per_minute - used, 0), max(reset, 0.0))]
 
     def _over_concurrency(self, key: str, limits: Limits) -> RateLimited | None:
         if limits.max_concurrent is not None and self._active.get(key, 0) >= limits.max_concurrent:
@@ -182,8 +220,36 @@ class Limiter:
         )
 
 
+def _over_budget(budgets: list[_Budget]) -> LLMError | None:
+    for budget in budgets:
+        if budget.quota.remaining > 0:
+            continue
+        spent = f"The token budget of {budget.quota.limit} tokens {_PER[budget.period]} is spent"
+        if budget.quota.reset is None:  # waiting will not help: no Retry-After, and clients are told not to retry
+            return QuotaExhausted(f"{spent}; it does not renew. Ask the server's operator for a new budget.")
+        return RateLimited(f"{spent}.", retry_after=_wait(budget.quota.reset))
+    return None
+
+
 def _wait(seconds: float) -> int:
     return max(math.ceil(seconds), 1)
+
+
+_NO_RETRY = [("x-should-retry", "false")]
+"""Honoured by the OpenAI and Anthropic SDKs, which otherwise retry every 429."""
+
+
+def _with_headers(send: Send, headers: list[tuple[str, str]]) -> Send:
+    if not headers:
+        return send
+    extra = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", ()), *extra]}
+        await send(message)
+
+    return sending
 
 
 class LimitsMiddleware:
@@ -217,10 +283,12 @@ class LimitsMiddleware:
             await self.app(scope, receive, send)
             return
         key: str = state.get(KEY) or ANONYMOUS
-        refusal = await self.limiter.admit(key, limits)
-        if refusal is not None:
-            await send_error(send, info, refusal)
+        admission = await self.limiter.enter(key, limits)
+        if admission.refusal is not None:
+            spent = isinstance(admission.refusal, QuotaExhausted)
+            await send_error(scope, send, info, admission.refusal, [*admission.headers, *(_NO_RETRY if spent else [])])
             return
+        send = _with_headers(send, admission.headers)
         if limits.max_tokens is not None:
             state[MAX_TOKENS] = limits.max_tokens
         meter = meter_of(scope)

@@ -139,7 +139,7 @@ class MetricsMiddleware:
             state[REQUEST] = dataclasses.replace(info, endpoint=self._path)
             key: KeyInfo | None = state.get(KEY_INFO)
             if key is not None and not key.operator:  # the page names every key and its usage
-                await send_error(send, info, Forbidden(_OPERATORS_ONLY))
+                await send_error(scope, send, info, Forbidden(_OPERATORS_ONLY))
             else:
                 await self._serve(send)
             return

@@ -41,6 +41,7 @@ class LoggingSink:
             record.duration,
             record.request_id or "-",
             " disconnected" if record.disconnected else "",
+            extra={"request_id": record.request_id or None},  # named in the line already
         )
 
 

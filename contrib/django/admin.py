@@ -22,7 +22,7 @@ else:
 
 @admin.register(APIKey)
 class APIKeyAdmin(_ModelAdmin):
-    list_display = ("name", "operator", "created", "revoked")
+    list_display = ("name", "operator", "created", "expires", "revoked")
     list_filter = ("revoked", "operator")
     search_fields = ("name",)
     readonly_fields = ("name", "created")

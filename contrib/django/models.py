@@ -18,6 +18,9 @@ class APIKey(models.Model):
     revoked: models.DateTimeField[datetime | None, datetime | None] = models.DateTimeField(
         null=True, blank=True, help_text="When set, the key no longer works."
     )
+    expires: models.DateTimeField[datetime | None, datetime | None] = models.DateTimeField(
+        null=True, blank=True, help_text="From then on, the key no longer works."
+    )
     operator: models.BooleanField[bool, bool] = models.BooleanField(
         default=False, help_text="May also read /metrics, which shows every key's usage."
     )

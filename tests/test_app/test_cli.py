@@ -80,6 +80,10 @@ async def test_cors_origins_answer_preflights_on_every_route_before_any_key() ->
     assert "POST" in before.headers["access-control-allow-methods"]  # type: ignore[attr-defined]
     assert models.status_code == 200 and models.headers["access-control-allow-origin"] == "https://app.example"  # type: ignore[attr-defined]
     assert tags.status_code == 200  # type: ignore[attr-defined]
+    exposed = models.headers["access-control-expose-headers"].split(",")  # type: ignore[attr-defined]
+    assert {"x-request-id", "retry-after", "x-ratelimit-remaining-requests", "x-ratelimit-reset-tokens"} <= {
+        header.strip() for header in exposed
+    }  # a web page may read the request id and what is left of its limits
 
 
 @pytest.mark.anyio

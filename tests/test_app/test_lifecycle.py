@@ -77,6 +77,7 @@ async def test_overloaded_is_503_with_retry_after() -> None:
                 "type": "server_error",
                 "param": None,
                 "code": "overloaded",
+                "request_id": response.headers["x-request-id"],
             }
 
 

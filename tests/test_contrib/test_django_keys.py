@@ -116,3 +116,40 @@ async def test_only_an_operator_key_from_the_database_reads_the_metrics() -> Non
         await app.llm.pool.stop()
     assert refused.status_code == 403 and "operator" in refused.json()["error"]["message"]
     assert shown.status_code == 200 and "asgi_llm_requests_total" in shown.text
+
+
+@pytest.mark.anyio
+async def test_a_key_works_until_it_expires_and_then_is_401_saying_so() -> None:
+    import datetime as dt
+
+    import httpx
+    from django.test import override_settings
+
+    from asgi_llm.contrib.django import create_key, get_asgi_application, verify_key
+    from asgi_llm.contrib.django.models import APIKey
+
+    lasting = await sync(command, "create_llm_key", "lasting", "--expires", "30d")
+    stored = await APIKey.objects.aget(name="lasting")
+    assert stored.expires is not None
+    assert dt.timedelta(days=29) < stored.expires - stored.created < dt.timedelta(days=31)
+    past = dt.datetime(2020, 1, 1, tzinfo=dt.UTC)
+    from asgiref.sync import sync_to_async
+
+    old = await sync_to_async(create_key)("old", expires=past)
+    assert await verify_key(lasting) == "lasting" and await verify_key(old) is None
+    with override_settings(ASGI_LLM={"DATABASE_KEYS": True}):
+        app = get_asgi_application()
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver") as http:
+            ok = await http.get("/v1/models", headers={"authorization": f"Bearer {lasting}"})
+            expired = await http.get("/v1/models", headers={"authorization": f"Bearer {old}"})
+        await app.llm.pool.stop()
+    assert ok.status_code == 200
+    assert expired.status_code == 401
+    assert expired.json()["error"]["message"] == "This API key expired at 2020-01-01T00:00:00Z."
+
+
+def test_an_unreadable_expiry_is_a_command_error() -> None:
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="give a date"):
+        command("create_llm_key", "soon", "--expires", "soon")

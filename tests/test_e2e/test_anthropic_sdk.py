@@ -137,7 +137,8 @@ def test_unknown_model_is_not_found(claude: anthropic.Anthropic) -> None:
 def _error(response: httpx.Response, status: int) -> dict[str, str]:
     assert response.status_code == status, response.text
     body = response.json()
-    assert set(body) == {"type", "error"} and body["type"] == "error"
+    assert set(body) == {"type", "error", "request_id"} and body["type"] == "error"
+    assert body["request_id"] == response.headers["x-request-id"]
     assert set(body["error"]) == {"type", "message"}
     error: dict[str, str] = body["error"]
     return error

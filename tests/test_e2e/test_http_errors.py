@@ -17,7 +17,8 @@ def _error(response: httpx.Response, status: int) -> dict[str, object]:
     body = response.json()
     assert set(body) == {"error"}
     error = body["error"]
-    assert set(error) == {"message", "type", "param", "code"}
+    assert set(error) == {"message", "type", "param", "code", "request_id"}
+    assert error["request_id"] == response.headers["x-request-id"]
     text = response.text
     assert "Traceback" not in text and "/work" not in text and ".gguf" not in text and "site-packages" not in text
     return error
@@ -137,7 +138,7 @@ def _protocol_error(protocol: str, response: httpx.Response) -> str:
     if protocol == "anthropic":
         assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
         return str(body["error"]["message"])
-    assert set(body) == {"error"}
+    assert set(body) == {"error", "request_id"} and body["request_id"] == response.headers["x-request-id"]
     return str(body["error"])
 
 

@@ -65,6 +65,7 @@ def test_the_openai_sdk_without_a_valid_key_gets_401(served: Served) -> None:
         "type": "authentication_error",
         "param": None,
         "code": "invalid_api_key",
+        "request_id": caught.value.request_id,
     }
     missing = httpx.post(f"{served.url}/v1/chat/completions", json={"model": "default", "messages": HI})
     assert missing.status_code == 401 and missing.headers["www-authenticate"] == "Bearer"
@@ -81,6 +82,7 @@ def test_anthropic_and_ollama_clients_with_and_without_a_key(served: Served) -> 
         assert caught.value.body == {
             "type": "error",
             "error": {"type": "authentication_error", "message": "Invalid API key."},
+            "request_id": caught.value.response.headers["x-request-id"],
         }
     with ollama.Client(host=served.url, headers={"Authorization": f"Bearer {ENV_KEY}"}) as local:
         assert local.chat(model="default", messages=HI, options={"num_predict": 4}).message.content

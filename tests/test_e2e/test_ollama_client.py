@@ -202,12 +202,12 @@ def test_malformed_body_is_400(server, path: str, content: bytes) -> None:
     assert reply.status_code == 400, reply.text
     assert reply.headers["content-type"].startswith("application/json")
     body = reply.json()
-    assert set(body) == {"error"} and isinstance(body["error"], str) and body["error"]
+    assert set(body) == {"error", "request_id"} and isinstance(body["error"], str) and body["error"]
     assert "Traceback" not in reply.text and ".gguf" not in reply.text
 
 
 def test_unknown_route_and_method(server) -> None:
     missing = httpx.post(f"{server.url}/api/push", json={"model": "x"}, timeout=10)  # models are never pushed
-    assert missing.status_code == 404 and set(missing.json()) == {"error"}
+    assert missing.status_code == 404 and set(missing.json()) == {"error", "request_id"}
     wrong = httpx.get(f"{server.url}/api/chat", timeout=10)
-    assert wrong.status_code == 405 and set(wrong.json()) == {"error"}
+    assert wrong.status_code == 405 and set(wrong.json()) == {"error", "request_id"}

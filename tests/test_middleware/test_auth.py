@@ -40,13 +40,13 @@ def requests(kit: Any) -> list[tuple[str, str, dict[str, Any], list[tuple[str, s
 def envelope(protocol: str, body: Any, status_type: str) -> str:
     """The message, after checking the envelope is the protocol's own."""
     if protocol == "openai":
-        assert set(body["error"]) == {"message", "type", "param", "code"}
+        assert set(body["error"]) == {"message", "type", "param", "code", "request_id"}
         assert body["error"]["type"] == status_type
         return str(body["error"]["message"])
     if protocol == "anthropic":
         assert body["type"] == "error" and body["error"]["type"] == status_type
         return str(body["error"]["message"])
-    assert set(body) == {"error"} and isinstance(body["error"], str)
+    assert set(body) == {"error", "request_id"} and isinstance(body["error"], str)
     return body["error"]
 
 

@@ -13,6 +13,7 @@ from pydantic import SecretStr
 
 from asgi_llm import ApiKeyConfig, KeyInfo, LimitsConfig, LLMApp
 from asgi_llm.adapters.ollama import OLLAMA
+from asgi_llm.core import QuotaExhausted, RateLimited, RetryLater
 from asgi_llm.middleware import AuthMiddleware, KeyStore, Ledger, Limiter, Limits, LimitsMiddleware, MemoryBudgets
 
 pytestmark = pytest.mark.anyio
@@ -59,17 +60,23 @@ async def test_requests_per_minute_is_429_with_retry_after_in_each_envelope(kit:
         assert (await kit.drive(llm, "POST", "/messages", json=kit.MESSAGES, headers=calls(kit)[1][3])).status == 200
     for reply in refused.values():
         assert reply.status == 429 and reply.headers["retry-after"] == "45"
+    ids = {protocol: reply.headers["x-request-id"] for protocol, reply in refused.items()}
     assert refused["openai"].json()["error"] == {
         "message": "Rate limit reached: 2 requests per minute.",
         "type": "rate_limit_error",
         "param": None,
         "code": "rate_limit_exceeded",
+        "request_id": ids["openai"],
     }
     assert refused["anthropic"].json() == {
         "type": "error",
         "error": {"type": "rate_limit_error", "message": "Rate limit reached: 2 requests per minute."},
+        "request_id": ids["anthropic"],
     }
-    assert refused["ollama"].json() == {"error": "Rate limit reached: 2 requests per minute."}
+    assert refused["ollama"].json() == {
+        "error": "Rate limit reached: 2 requests per minute.",
+        "request_id": ids["ollama"],
+    }
 
 
 async def test_tokens_per_minute_count_real_usage_after_the_fact(kit: Any) -> None:
@@ -135,13 +142,17 @@ async def test_monthly_and_total_budgets(tmp_path: Path) -> None:
     limits = limiter.default
     await limiter.charge("k", limits, 100)
     month = await limiter.admit("k", limits)
-    assert month is not None and month.retry_after == 12 * 3600  # 31 March noon → 1 April
+    assert isinstance(month, RateLimited) and month.retry_after == 12 * 3600  # 31 March noon → 1 April
     clock.now += 86400  # April: the month renews, the total does not
     assert await limiter.admit("k", limits) is None
     limiter.release("k")
     await limiter.charge("k", limits, 50)
     total = await limiter.admit("k", limits)
-    assert total is not None and "150 tokens in total" in total.message and total.retry_after == 86400
+    assert isinstance(total, QuotaExhausted) and not isinstance(total, RetryLater)  # no Retry-After: it never renews
+    assert total.message == (
+        "The token budget of 150 tokens in total is spent; it does not renew. "
+        "Ask the server's operator for a new budget."
+    )
 
 
 async def test_per_key_limits_from_settings_replace_the_default(kit: Any) -> None:
