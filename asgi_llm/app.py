@@ -198,15 +198,16 @@ class LLMApp:
     async def _serve_http(self, scope: Scope, receive: Receive, send: Send, routed: Routed) -> None:
         """Through the layers, with the one route match they and the endpoint share; the page's
         own files need no key and are not recorded."""
+        found = request_id(scope)
+        send = with_request_id_header(send, found, routed[1].request_id_header)
         if self._page is not None and routed[0] is not None and routed[0].target is not None:
             if routed[0].target[0] == _PAGE:
                 await self._page(scope, receive, send)
                 return
         state = request_state(scope)
         state[_ROUTED], state[REQUEST] = routed, self._describe(scope, routed)
-        found = request_id(scope)
         with serving_request(found):
-            await self._app(scope, receive, with_request_id_header(send, found, routed[1].request_id_header))
+            await self._app(scope, receive, send)
 
     async def _serve_routed(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.pool.started:

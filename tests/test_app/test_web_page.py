@@ -60,6 +60,7 @@ async def test_the_page_links_its_files_below_the_mount(path: str) -> None:
         assert (await http.get("/llm/ui/style.css")).headers["content-type"].startswith("text/css")
         assert (await http.get("/llm/ui/../openapi.py")).status_code == 404
         assert (await http.get("/llm/ui/page.py")).status_code == 404  # only the page's own three files
+        assert page.headers["x-request-id"] != script.headers["x-request-id"]  # every answer has its own id
 
 
 async def test_a_root_path_is_escaped_into_the_base() -> None:
