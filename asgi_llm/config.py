@@ -94,6 +94,9 @@ class ModelConfig(BaseModel):
         default=128, ge=1, description="Prompt tokens read per step while other choices stream (keeps them moving)."
     )
     max_queue: int = Field(default=64, ge=0, description="Requests that may wait for a free sequence; beyond: 503.")
+    queue_timeout: float = Field(
+        default=60.0, gt=0, description="Seconds a request may wait for a free sequence; beyond: 503 with Retry-After."
+    )
     keep_alive: float | None = Field(default=None, description="Seconds idle before unloading; None = never.")
     # An upstream model: an OpenAI-compatible server (llama.cpp's server, vLLM, a cloud, another asgi-llm).
     backend: Literal["local", "upstream"] | None = Field(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import logging
 from collections.abc import AsyncGenerator, Generator, Sequence
 from typing import Any
@@ -17,6 +18,7 @@ from ...core.events import (
     FinishReason,
     GenerationEvent,
     PromptRead,
+    Queued,
     ReasoningDelta,
     TextDelta,
     TokenLogprob,
@@ -40,6 +42,8 @@ __all__ = ["LlamaCppEngine"]
 
 log = logging.getLogger("asgi_llm.engine")
 
+_BEAT = 5.0  # seconds between the `Queued` events of a request waiting for a free sequence
+_POLL = 0.25  # seconds between looks at whether a waiting request got its sequence
 _THINK = ("<think>", "</think>")  # the reasoning block's markers, for models whose template or vocabulary has them
 
 
@@ -130,12 +134,34 @@ class LlamaCppEngine:
         ticket = Ticket(channel.send, choices=0)
         self._pending += 1
         try:
-            await self._thread.call(lambda: self._submit(request, ticket))
+            if await self._thread.call(lambda: self._submit(request, ticket)):
+                async for beat in self._waiting(channel, ticket):
+                    yield beat
             async for item in channel.until(END):
                 yield item  # type: ignore[misc]
         finally:
             ticket.cancelled = True
             self._pending -= 1
+
+    async def _waiting(self, channel: Channel[object], ticket: Ticket) -> AsyncGenerator[Queued, None]:
+        """While the request waits for a free sequence: `Queued` at once and every `_BEAT`
+        seconds. Past `queue_timeout` it gives up with a 503 (its job is dropped from the queue
+        when the caller marks the ticket cancelled)."""
+        loop = asyncio.get_running_loop()
+        start = beat = loop.time()
+        yield Queued(0.0)
+        while not ticket.admitted and not channel.pending:
+            now = loop.time()
+            if now - start >= self.config.queue_timeout:
+                raise Overloaded(
+                    f"This request waited {self.config.queue_timeout:g} s for the model '{self.config.id}' "
+                    "to be free; retry shortly."
+                )
+            if now - beat >= _BEAT:
+                beat = now
+                yield Queued(now - start)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(channel.ready(), min(_POLL, start + self.config.queue_timeout - now))
 
     @property
     def _embed_size(self) -> int:
@@ -312,8 +338,9 @@ class LlamaCppEngine:
                 )
         return list(ids)
 
-    def _submit(self, request: GenerationRequest, ticket: Ticket) -> None:
-        """Check the request and queue one job per choice; request errors raise here, before any event."""
+    def _submit(self, request: GenerationRequest, ticket: Ticket) -> bool:
+        """Check the request and queue one job per choice; request errors raise here, before any
+        event. True when it waits for a free sequence."""
         model = self._loaded()
         assert self._scheduler is not None and self._decoder is not None
         constraint = constraint_for(request)
@@ -358,7 +385,7 @@ class LlamaCppEngine:
                 job.events = iter(constraint.wrap(events))
                 jobs.append(job)
         ticket.open = len(jobs)
-        self._scheduler.submit(jobs)
+        return self._scheduler.submit(jobs)
 
     def _prompt_logprobs(self, tokens: list[int], top_n: int) -> tuple[TokenLogprob, ...]:
         """Each prompt token's logprob given the tokens before it (the first has none; a BOS the
