@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from typing import Any
 
 from .config import DefaultModelMissing, ModelConfig, Settings
@@ -98,9 +99,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import uvicorn
 
+    passive_openmp(os.environ)
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s:     %(name)s: %(message)s")
     uvicorn.run(standalone_app(settings), host=args.host, port=args.port, log_level=args.log_level, lifespan="on")
     return 0
+
+
+def passive_openmp(environ: MutableMapping[str, str]) -> None:
+    """OpenMP threads sleep rather than spin while they wait for each other, unless the
+    environment says otherwise. llama.cpp's CPU threads meet at a barrier for every operation;
+    spinning there, they take the cores from everything else, and when anything else runs a
+    preempted thread stalls them all: measured on 2 busy cores, 2 threads decoded at 2-5
+    tokens/s spinning and 59-88 sleeping (benchmarks/contention.py). Only for the process we
+    own (`asgi-llm serve`): the OpenMP runtime reads it once, when llama.cpp is first loaded."""
+    environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 
 def _discovered(settings: Settings) -> Settings:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -53,3 +54,12 @@ def test_responses_anthropic_and_ollama_clients_against_serve(served: str) -> No
         chat = local.chat(model="default", messages=[{"role": "user", "content": "Hi"}], options={"num_predict": 8})
         assert chat.done and chat.message.content
         assert any(m.model and m.model.startswith("SmolLM2-135M-Instruct") for m in local.list().models)
+
+
+def test_serve_threads_follow_affinity_and_its_sleeping_openmp_threads(served: str) -> None:
+    """`asgi-llm serve` owns its process: OpenMP threads sleep at barriers there (unless the
+    environment says otherwise), so every core this process may use decodes."""
+    backend = httpx.get(f"{served}/health").json()["models"][0]["backend"]
+    cores = len(os.sched_getaffinity(0))
+    policy = os.environ.get("OMP_WAIT_POLICY", "passive")
+    assert backend["n_threads"] == (cores if policy.lower() == "passive" else max(1, cores - 1))
