@@ -344,11 +344,11 @@ class LlamaCppEngine:
         model = self._loaded()
         assert self._scheduler is not None and self._decoder is not None
         constraint = constraint_for(request)
-        grammar = checked_grammar(model, constraint.schema, constraint.param) if constraint.schema is not None else None
-        lazy = self._lazy(constraint.lazy) if constraint.lazy is not None else None
-        prompts = self._prompts(request)
+        prompts = self._prompts(request)  # first: a prompt that cannot fit costs no grammar
         for tokens, _ in prompts:
             self._check_fits(tokens, request)
+        grammar = checked_grammar(model, constraint.schema, constraint.param) if constraint.schema is not None else None
+        lazy = self._lazy(constraint.lazy) if constraint.lazy is not None else None
         chat = request if isinstance(request, ChatRequest) else None
         shown = chat is None or self._thinking(chat) is not False
         budget = chat.reasoning.budget if chat is not None and chat.reasoning is not None else None
