@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import contextlib
 import logging
 from collections.abc import AsyncGenerator, Generator, Sequence
 from typing import Any
@@ -18,7 +17,6 @@ from ...core.events import (
     FinishReason,
     GenerationEvent,
     PromptRead,
-    Queued,
     ReasoningDelta,
     TextDelta,
     TokenLogprob,
@@ -36,14 +34,13 @@ from ..decoding.tool_detect import MARKERS
 from .embedding import Embedder
 from .native import Decoder, Model, backend_info, new_context, new_single_context
 from .prompt_bound import TooLong, at_least, bounded_tokens
+from .waiting import waiting
 from .sampling import Sampling, checked_grammar, logprob
 
 __all__ = ["LlamaCppEngine"]
 
 log = logging.getLogger("asgi_llm.engine")
 
-_BEAT = 5.0  # seconds between the `Queued` events of a request waiting for a free sequence
-_POLL = 0.25  # seconds between looks at whether a waiting request got its sequence
 _THINK = ("<think>", "</think>")  # the reasoning block's markers, for models whose template or vocabulary has them
 
 
@@ -135,33 +132,13 @@ class LlamaCppEngine:
         self._pending += 1
         try:
             if await self._thread.call(lambda: self._submit(request, ticket)):
-                async for beat in self._waiting(channel, ticket):
+                async for beat in waiting(channel, ticket, timeout=self.config.queue_timeout, model=self.config.id):
                     yield beat
             async for item in channel.until(END):
                 yield item  # type: ignore[misc]
         finally:
             ticket.cancelled = True
             self._pending -= 1
-
-    async def _waiting(self, channel: Channel[object], ticket: Ticket) -> AsyncGenerator[Queued, None]:
-        """While the request waits for a free sequence: `Queued` at once and every `_BEAT`
-        seconds. Past `queue_timeout` it gives up with a 503 (its job is dropped from the queue
-        when the caller marks the ticket cancelled)."""
-        loop = asyncio.get_running_loop()
-        start = beat = loop.time()
-        yield Queued(0.0)
-        while not ticket.admitted and not channel.pending:
-            now = loop.time()
-            if now - start >= self.config.queue_timeout:
-                raise Overloaded(
-                    f"This request waited {self.config.queue_timeout:g} s for the model '{self.config.id}' "
-                    "to be free; retry shortly."
-                )
-            if now - beat >= _BEAT:
-                beat = now
-                yield Queued(now - start)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(channel.ready(), min(_POLL, start + self.config.queue_timeout - now))
 
     @property
     def _embed_size(self) -> int:
