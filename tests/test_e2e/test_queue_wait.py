@@ -22,7 +22,7 @@ from asgi_llm.adapters.ollama import OLLAMA
 from asgi_llm.adapters.openai import OPENAI
 
 MODEL = "SmolLM2-135M-Instruct"
-TIMEOUT = 1.5
+TIMEOUT = 2.0
 USER = [{"role": "user", "content": "Write a very long story about the sea."}]
 KEEP_TALKING = {"0": -100, "2": -100}  # tokens that end SmolLM2's turn
 ANTHROPIC_HEADERS = {"anthropic-version": "2023-06-01", "x-api-key": "not-checked"}
@@ -70,9 +70,9 @@ def test_a_waiting_sse_stream_gets_headers_and_comments_then_an_error_event(url:
         with http.stream("POST", url + path, json=payload, headers=headers) as response:
             assert response.status_code == 200
             assert response.headers["content-type"].startswith("text/event-stream")
-            assert time.monotonic() - started < 1.0  # headers at once, not after the wait
+            assert time.monotonic() - started < 1.5  # headers at once, not after the wait
             lines = _timed_lines(response)
-    assert lines[0][1] == ": queued" and lines[0][0] < 0.5
+    assert lines[0][1] == ": queued" and lines[0][0] < 1.0
     data = [json.loads(line.removeprefix("data: ")) for _, line in lines if line.startswith("data: ")]
     assert lines[-1][0] >= TIMEOUT * 0.9
     if path == "/v1/chat/completions":
@@ -111,7 +111,7 @@ def test_a_waiting_ollama_stream_gets_headers_at_once_then_an_error_line(url: st
     with busy(url), httpx.Client(timeout=30) as http:
         started = time.monotonic()
         with http.stream("POST", f"{url}/api/chat", json={"model": MODEL, "messages": USER}) as response:
-            assert response.status_code == 200 and time.monotonic() - started < 1.0
+            assert response.status_code == 200 and time.monotonic() - started < 1.5
             lines = _timed_lines(response)
     assert len(lines) == 1 and lines[0][0] >= TIMEOUT * 0.9  # nothing the SDK would fail to parse before it
     assert "waited" in json.loads(lines[0][1])["error"]
