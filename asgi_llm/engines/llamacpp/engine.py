@@ -157,14 +157,15 @@ class LlamaCppEngine:
         else:
             texts = [len(prompt) for prompt in request.prompts if isinstance(prompt, str)]
         for characters in texts:
-            if (surely := self._surely_too_long(characters, self._room(request))) is not None:
+            if (surely := self._surely_too_long(characters, self._room)) is not None:
                 raise self._overflow(f"at least {surely.tokens}", request)
 
-    def _room(self, request: GenerationRequest) -> int:
-        """The most prompt tokens that leave room for the output the request asks for."""
-        n_ctx = self.context_length
-        limit = request.sampling.max_tokens
-        return max(min(n_ctx - 1, n_ctx - limit if limit is not None else n_ctx), 0)
+    @property
+    def _room(self) -> int:
+        """The most tokens a prompt may have with no room for output; the bound is this, not what
+        the request's `max_tokens` leaves, so that a `max_tokens` too large is judged with the
+        exact count, after the request's other checks, as before (`_check_fits`)."""
+        return max(self.context_length - 1, 0)
 
     def _queue_full(self) -> bool:
         """Whether a request arriving now would wait behind `max_queue` others (a snapshot: the
@@ -290,7 +291,7 @@ class LlamaCppEngine:
         tokens = bounded_tokens(
             text,
             lambda t, bos: model.tokenize(t, add_bos=bos),
-            limit=self._room(request),
+            limit=self._room,
             longest=model.longest_piece,
             add_bos=add_bos,
         )
