@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import logging
 import logging.config
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from typing import Any
 
 from .config import DefaultModelMissing, ModelConfig, Settings
@@ -117,6 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import uvicorn
 
+    passive_openmp(os.environ)
     log_config: dict[str, Any] | None = None
     if settings.log_format == "json":
         log_config = serve_json_log_config(args.log_level)
@@ -127,6 +129,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     run: dict[str, Any] = {"log_config": log_config} if log_config is not None else {}
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, lifespan="on", **run)
     return 0
+
+
+def passive_openmp(environ: MutableMapping[str, str]) -> None:
+    """OpenMP threads sleep rather than spin while they wait for each other, unless the
+    environment says otherwise. llama.cpp's CPU threads meet at a barrier for every operation;
+    spinning there, they take the cores from everything else, and when anything else runs a
+    preempted thread stalls them all: measured on 2 busy cores, 2 threads decoded at 2-5
+    tokens/s spinning and 59-88 sleeping (benchmarks/contention.py). Only for the process we
+    own (`asgi-llm serve`): the OpenMP runtime reads it once, when llama.cpp is first loaded."""
+    environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 
 def _discovered(settings: Settings) -> Settings:

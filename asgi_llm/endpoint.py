@@ -29,6 +29,7 @@ from .adapters.base import (
     Route,
     StateRoute,
     StateStore,
+    StreamEncoder,
 )
 from .http.asgi import Receive, Scope, Send, send_json, send_text, start_stream
 from .http.body import ClientGone, json_body
@@ -40,6 +41,7 @@ from .core import (
     InvalidRequest,
     LLMError,
     PromptRead,
+    Queued,
     RetryLater,
     Unsupported,
     Usage,
@@ -200,18 +202,35 @@ class Endpoint:
         store: StateStore,
         send: Send,
     ) -> None:
-        """Stream the events; a stream that completes is recorded before its last bytes go out."""
-        first = await events.__anext__()  # errors before this point get a status
-        while isinstance(first, PromptRead):  # the prompt's size, for the stream's opening
-            meta = dataclasses.replace(meta, prompt=Usage(first.tokens, 0, first.cached))
+        """Stream the events; a stream that completes is recorded before its last bytes go out.
+        A request that waits for the model gets its headers (and, over SSE, keep-alive comments)
+        at once; errors before that get a status, those after it an error event."""
+        waiting: StreamEncoder | None = None  # set once a waiting stream's headers went out
+        try:
             first = await events.__anext__()
+            while isinstance(first, (PromptRead, Queued)):
+                if isinstance(first, Queued):
+                    waiting = await _keep_alive(waiting or route.encoder(parsed, meta), waiting is None, send)
+                else:  # the prompt's size, for the stream's opening
+                    meta = dataclasses.replace(meta, prompt=Usage(first.tokens, 0, first.cached))
+                first = await events.__anext__()
+        except Exception as error:
+            if waiting is None:
+                raise
+            if not isinstance(error, LLMError):
+                log.exception("generation failed before its first token")
+                error = InternalError("The server had an error while generating.")
+            tail = waiting.open() + waiting.error(error)
+            await send({"type": "http.response.body", "body": tail, "more_body": False})
+            return
         encoder = route.encoder(parsed, meta)
         meter.event(first)
-        await start_stream(send, encoder.media_type)
+        if waiting is None:
+            await start_stream(send, encoder.media_type)
         try:
             await send({"type": "http.response.body", "body": encoder.open() + encoder.event(first), "more_body": True})
             async for event in events:
-                if isinstance(event, PromptRead):
+                if isinstance(event, (PromptRead, Queued)):
                     continue  # another prompt's (completions); its count arrives with its finish
                 meter.event(event)
                 await send({"type": "http.response.body", "body": encoder.event(event), "more_body": True})
@@ -223,6 +242,17 @@ class Endpoint:
             log.exception("generation failed mid-stream")
             tail = encoder.error(InternalError("The server had an error while generating."))
         await send({"type": "http.response.body", "body": tail, "more_body": False})
+
+
+async def _keep_alive(encoder: StreamEncoder, first: bool, send: Send) -> StreamEncoder:
+    """A waiting stream's headers (the first time) and an SSE comment line, which SSE clients
+    skip. NDJSON has no line its clients skip (the Ollama SDK parses every line as JSON), so an
+    Ollama stream gets its headers and then nothing until its first line."""
+    if first:
+        await start_stream(send, encoder.media_type)
+    if encoder.media_type == "text/event-stream":
+        await send({"type": "http.response.body", "body": b": queued\n\n", "more_body": True})
+    return encoder
 
 
 async def _record(route: GenerateRoute[Any, Any], parsed: Any, final: Any, store: StateStore) -> None:
@@ -244,7 +274,7 @@ def _meta(model_id: str, trace: str) -> Meta:
 async def _collect(events: AsyncGenerator[EngineEvent, None], meter: Meter) -> list[GenerationEvent]:
     collected: list[GenerationEvent] = []
     async for event in events:
-        if isinstance(event, PromptRead):
+        if isinstance(event, (PromptRead, Queued)):
             continue  # a whole reply carries the prompt's count in its usage
         meter.event(event)
         collected.append(event)

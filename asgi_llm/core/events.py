@@ -19,6 +19,7 @@ __all__ = [
     "Finish",
     "GenerationEvent",
     "PromptRead",
+    "Queued",
     "EngineEvent",
     "Embedding",
     "EmbeddingResult",
@@ -128,8 +129,17 @@ class PromptRead:
     index: int = 0
 
 
-EngineEvent = Union[GenerationEvent, PromptRead]
-"""What an engine yields: the generation, and where it knows them early, prompt reads."""
+@dataclass(frozen=True)
+class Queued:
+    """The request waits for the model to be free: sent at once and every few seconds while it
+    waits (`waited` seconds so far), so a stream can send its headers and keep-alives instead
+    of silence."""
+
+    waited: float = 0.0
+
+
+EngineEvent = Union[GenerationEvent, PromptRead, Queued]
+"""What an engine yields: the generation, and where it knows them early, prompt reads and waits."""
 
 
 @dataclass(frozen=True)

@@ -119,8 +119,10 @@ class Scheduler:
         """Sequences no choice holds (read from the event loop too: a snapshot)."""
         return sum(slot.job is None for slot in self._slots)
 
-    def submit(self, jobs: Iterable[Job]) -> None:
+    def submit(self, jobs: Iterable[Job]) -> bool:
+        """Queue the jobs; True when some of them must wait for a slot to free up."""
         self._queue.extend(jobs)
+        return len(self._queue) > self.free_slots
 
     def step(self) -> None:
         self._clock += 1

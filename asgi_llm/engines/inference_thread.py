@@ -49,13 +49,22 @@ class Channel(Generic[T]):
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
-    async def receive(self) -> object:
+    @property
+    def pending(self) -> bool:
+        """Whether an item is there to receive."""
+        return bool(self._items)
+
+    async def ready(self) -> None:
+        """Wait until an item is there to receive (safe to cancel: nothing is taken)."""
         while not self._items:
             self._waiter = self._loop.create_future()
             try:
                 await self._waiter
             finally:
                 self._waiter = None
+
+    async def receive(self) -> object:
+        await self.ready()
         return self._items.popleft()
 
     async def until(self, end: object) -> AsyncIterator[T]:

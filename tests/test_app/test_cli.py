@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from asgi_llm import cli
@@ -91,3 +93,16 @@ async def test_without_cors_origins_there_is_no_cors() -> None:
     before, models, _ = await _cors_calls(())
     assert before.status_code == 401 and "access-control-allow-origin" not in before.headers  # type: ignore[attr-defined]
     assert models.status_code == 200 and "access-control-allow-origin" not in models.headers  # type: ignore[attr-defined]
+
+
+def test_serve_lets_openmp_threads_sleep_unless_the_environment_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, str | None] = {}
+    monkeypatch.setenv("OMP_WAIT_POLICY", "unset")  # recorded, so what main sets is undone afterwards
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    monkeypatch.setattr("uvicorn.run", lambda *args, **kwargs: seen.update(policy=os.environ.get("OMP_WAIT_POLICY")))
+    monkeypatch.setattr("logging.basicConfig", lambda **kwargs: None)  # the host's logging stays as it was
+    assert cli.main(["serve"]) == 0
+    assert seen["policy"] == "passive"  # set before uvicorn (and llama.cpp, with it) starts
+    environ = {"OMP_WAIT_POLICY": "active"}
+    cli.passive_openmp(environ)
+    assert environ == {"OMP_WAIT_POLICY": "active"}

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pydantic
@@ -76,10 +79,41 @@ def test_bad_settings_are_rejected(data: dict[str, object]) -> None:
         Settings.model_validate(data)
 
 
-def test_default_threads_use_every_core(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("os.cpu_count", lambda: 6)
-    assert ModelConfig().threads == 6
+def test_default_threads_follow_the_cores_this_process_may_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 64)  # the machine's cores: not what counts
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5})
+    assert ModelConfig().threads == 5  # one core left to the event loop and the host
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {3})
+    assert ModelConfig().threads == 1
     assert ModelConfig(n_threads=2).threads == 2
+
+
+def test_sleeping_openmp_threads_take_every_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    assert ModelConfig().threads == 2
+    monkeypatch.setenv("OMP_WAIT_POLICY", "active")
+    assert ModelConfig().threads == 1
+
+
+def test_default_threads_without_affinity_masks_count_every_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delattr("os.sched_getaffinity")
+    monkeypatch.setattr("os.cpu_count", lambda: 4)
+    assert ModelConfig().threads == 3
+
+
+@pytest.mark.parametrize("share", ["one core", "every core"])
+def test_default_threads_under_taskset(share: str) -> None:
+    """A process started under `taskset` sees only the cores it was given."""
+    mine = sorted(os.sched_getaffinity(0))
+    cores = mine[:1] if share == "one core" else mine
+    script = "from asgi_llm.config import ModelConfig; print(ModelConfig().threads)"
+    argv = ["taskset", "-c", ",".join(map(str, cores)), sys.executable, "-c", script]
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run(argv, capture_output=True, text=True, check=True, env=env)
+    assert int(out.stdout) == max(1, len(cores) - 1)
 
 
 def test_packaged_default_model_is_found() -> None:

@@ -113,6 +113,13 @@ def server() -> Iterator[Server]:
 
 
 @pytest.fixture(scope="session")
+def serve_host() -> Callable[[LLMApp, LLMApp], contextlib.AbstractContextManager[str]]:
+    """Serve two apps as `server` does (the first at /v1, the second at the root), for tests
+    that need settings of their own; yields the base URL."""
+    return lambda api, ollama: run_uvicorn(host_app(api, ollama))
+
+
+@pytest.fixture(scope="session")
 def client(server: Server) -> Iterator[openai.OpenAI]:
 
     with openai.OpenAI(base_url=f"{server.url}/v1", api_key="not-checked", max_retries=0, timeout=60) as sdk:

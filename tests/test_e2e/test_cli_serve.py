@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -62,3 +63,12 @@ def test_the_web_page_and_each_mounts_openapi_document(served: str) -> None:
     assert {"/api/chat", "/chat/completions", "/messages", "/ui"} <= set(root["paths"]) and root["servers"] == [{"url": "/"}]
     v1 = httpx.get(f"{served}/v1/openapi.json").json()
     assert v1["servers"] == [{"url": "/v1"}] and "/api/chat" not in v1["paths"] and "/ui" not in v1["paths"]
+
+
+def test_serve_threads_follow_affinity_and_its_sleeping_openmp_threads(served: str) -> None:
+    """`asgi-llm serve` owns its process: OpenMP threads sleep at barriers there (unless the
+    environment says otherwise), so every core this process may use decodes."""
+    backend = httpx.get(f"{served}/health").json()["models"][0]["backend"]
+    cores = len(os.sched_getaffinity(0))
+    policy = os.environ.get("OMP_WAIT_POLICY", "passive")
+    assert backend["n_threads"] == (cores if policy.lower() == "passive" else max(1, cores - 1))

@@ -33,6 +33,8 @@ from ..decoding.tool_calls import with_tools_note
 from ..decoding.tool_detect import MARKERS
 from .embedding import Embedder
 from .native import Decoder, Model, backend_info, new_context, new_single_context
+from .prompt_bound import TooLong, at_least, bounded_tokens
+from .waiting import waiting
 from .sampling import Sampling, checked_grammar, logprob
 
 __all__ = ["LlamaCppEngine"]
@@ -104,28 +106,66 @@ class LlamaCppEngine:
     async def embed(self, request: EmbeddingRequest) -> EmbeddingResult:
         if self._model is None:
             raise ModelNotReady("The model is not loaded yet.")
+        if not request.truncate:
+            for i, item in enumerate(request.inputs):
+                if isinstance(item, str) and (surely := self._surely_too_long(len(item), self._embed_size)):
+                    raise ContextOverflow(
+                        f"Input {i} is at least {surely.tokens} tokens; this model embeds at most {self._embed_size}.",
+                        param="input",
+                    )
         return await self._thread.call(lambda: self._embed(request))
 
     async def count_tokens(self, request: GenerationRequest) -> int:
         if self._model is None:
             raise ModelNotReady("The model is not loaded yet.")
+        self._refuse_surely_too_long(request)
         return await self._thread.call(lambda: sum(len(tokens) for tokens, _ in self._prompts(request)))
 
     async def _generate(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
         if self._model is None:
             raise ModelNotReady("The model is not loaded yet.")
+        self._refuse_surely_too_long(request)
         if self._queue_full():
             raise Overloaded("Too many requests are waiting for this model; retry shortly.")
         channel: Channel[object] = Channel(asyncio.get_running_loop())
         ticket = Ticket(channel.send, choices=0)
         self._pending += 1
         try:
-            await self._thread.call(lambda: self._submit(request, ticket))
+            if await self._thread.call(lambda: self._submit(request, ticket)):
+                async for beat in waiting(channel, ticket, timeout=self.config.queue_timeout, model=self.config.id):
+                    yield beat
             async for item in channel.until(END):
                 yield item  # type: ignore[misc]
         finally:
             ticket.cancelled = True
             self._pending -= 1
+
+    @property
+    def _embed_size(self) -> int:
+        return min(self.context_length, 2048)  # the Embedder's context
+
+    def _surely_too_long(self, characters: int, limit: int) -> TooLong | None:
+        return at_least(characters, limit=limit, longest=self._model.longest_piece if self._model else None)
+
+    def _refuse_surely_too_long(self, request: GenerationRequest) -> None:
+        """A prompt whose text alone surely cannot fit is refused here, on the event loop, so it
+        never waits for the inference thread or holds it up (templates and the rest are checked
+        there). A chat counts the text of the turns every template renders, not the assistant's
+        own (templates may drop an old turn's reasoning)."""
+        if isinstance(request, ChatRequest):
+            texts = [sum(len(m.content) for m in request.messages if m.role != "assistant")]
+        else:
+            texts = [len(prompt) for prompt in request.prompts if isinstance(prompt, str)]
+        for characters in texts:
+            if (surely := self._surely_too_long(characters, self._room)) is not None:
+                raise self._overflow(f"at least {surely.tokens}", request)
+
+    @property
+    def _room(self) -> int:
+        """The most tokens a prompt may have with no room for output; the bound is this, not what
+        the request's `max_tokens` leaves, so that a `max_tokens` too large is judged with the
+        exact count, after the request's other checks, as before (`_check_fits`)."""
+        return max(self.context_length - 1, 0)
 
     def _queue_full(self) -> bool:
         """Whether a request arriving now would wait behind `max_queue` others (a snapshot: the
@@ -234,15 +274,38 @@ class LlamaCppEngine:
             if thinking is False and self._thinks and not self._template_switch:
                 text = _closed_block(text)
             text += prefill
-            return [(model.tokenize(text, add_bos=not text.startswith(self._template.bos_token or "\0")), None)]
+            return [(self._tokens(text, request, add_bos=not text.startswith(self._template.bos_token or "\0")), None)]
         prompts = []
         for i, prompt in enumerate(request.prompts):
             if isinstance(prompt, str):
-                prompts.append((model.tokenize(prompt, add_bos=True), prompt if request.echo else None))
+                prompts.append((self._tokens(prompt, request, add_bos=True), prompt if request.echo else None))
             else:
                 tokens = self._checked_ids(prompt, f"prompt[{i}]")
                 prompts.append((tokens, model.detokenize(tokens) if request.echo else None))
         return prompts
+
+    def _tokens(self, text: str, request: GenerationRequest, *, add_bos: bool) -> list[int]:
+        """A prompt's tokens; one that cannot fit the context with its output is refused after
+        reading about a context's worth of it (see `prompt_bound`)."""
+        model = self._loaded()
+        tokens = bounded_tokens(
+            text,
+            lambda t, bos: model.tokenize(t, add_bos=bos),
+            limit=self._room,
+            longest=model.longest_piece,
+            add_bos=add_bos,
+        )
+        if isinstance(tokens, TooLong):
+            raise self._overflow(tokens.tokens if tokens.exact else f"at least {tokens.tokens}", request)
+        return tokens
+
+    def _overflow(self, needs: int | str, request: GenerationRequest) -> ContextOverflow:
+        limit = request.sampling.max_tokens
+        asked = f" and {limit} for the output" if limit is not None else ""
+        return ContextOverflow(
+            f"This model's maximum context length is {self.context_length} tokens; the prompt needs {needs}{asked}.",
+            param="messages" if isinstance(request, ChatRequest) else "prompt",
+        )
 
     def _checked_ids(self, ids: Sequence[int], param: str) -> list[int]:
         n_vocab = self._loaded().n_vocab
@@ -253,16 +316,17 @@ class LlamaCppEngine:
                 )
         return list(ids)
 
-    def _submit(self, request: GenerationRequest, ticket: Ticket) -> None:
-        """Check the request and queue one job per choice; request errors raise here, before any event."""
+    def _submit(self, request: GenerationRequest, ticket: Ticket) -> bool:
+        """Check the request and queue one job per choice; request errors raise here, before any
+        event. True when it waits for a free sequence."""
         model = self._loaded()
         assert self._scheduler is not None and self._decoder is not None
         constraint = constraint_for(request)
-        grammar = checked_grammar(model, constraint.schema, constraint.param) if constraint.schema is not None else None
-        lazy = self._lazy(constraint.lazy) if constraint.lazy is not None else None
-        prompts = self._prompts(request)
+        prompts = self._prompts(request)  # first: a prompt that cannot fit costs no grammar
         for tokens, _ in prompts:
             self._check_fits(tokens, request)
+        grammar = checked_grammar(model, constraint.schema, constraint.param) if constraint.schema is not None else None
+        lazy = self._lazy(constraint.lazy) if constraint.lazy is not None else None
         chat = request if isinstance(request, ChatRequest) else None
         shown = chat is None or self._thinking(chat) is not False
         budget = chat.reasoning.budget if chat is not None and chat.reasoning is not None else None
@@ -299,7 +363,7 @@ class LlamaCppEngine:
                 job.events = iter(constraint.wrap(events))
                 jobs.append(job)
         ticket.open = len(jobs)
-        self._scheduler.submit(jobs)
+        return self._scheduler.submit(jobs)
 
     def _prompt_logprobs(self, tokens: list[int], top_n: int) -> tuple[TokenLogprob, ...]:
         """Each prompt token's logprob given the tokens before it (the first has none; a BOS the
@@ -335,11 +399,7 @@ class LlamaCppEngine:
         n_ctx = self.context_length
         limit = request.sampling.max_tokens
         if len(tokens) >= n_ctx or (limit is not None and len(tokens) + limit > n_ctx):
-            asked = f" and {limit} for the output" if limit is not None else ""
-            raise ContextOverflow(
-                f"This model's maximum context length is {n_ctx} tokens; the prompt needs {len(tokens)}{asked}.",
-                param="messages" if isinstance(request, ChatRequest) else "prompt",
-            )
+            raise self._overflow(len(tokens), request)
 
     def _choice(
         self,

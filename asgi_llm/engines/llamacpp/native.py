@@ -104,6 +104,21 @@ class Model:
         self.eos = int(self.native.token_eos())
         self.adds_bos = bool(self.native.add_bos_token())
         self._piece_buffer = ctypes.create_string_buffer(64)
+        self.longest_piece = self._longest_piece()
+
+    def _longest_piece(self) -> int | None:
+        """The most bytes of text one token stands for (control tokens as written), for bounding a
+        prompt's tokens by its length; None for vocabularies whose tokenizers drop or fold text
+        (WordPiece drops spaces, Unigram normalizes), where no such bound holds."""
+        spelled_back = (llama_cpp.LLAMA_VOCAB_TYPE_SPM, llama_cpp.LLAMA_VOCAB_TYPE_BPE)
+        if llama_cpp.llama_vocab_type(self.vocab) not in spelled_back:
+            return None
+        buffer = ctypes.create_string_buffer(1024)
+        longest = 1
+        for token in range(self.n_vocab):
+            n = llama_cpp.llama_token_to_piece(self.vocab, token, buffer, len(buffer), 0, True)
+            longest = max(longest, abs(n))  # negative: longer than the buffer, by that much
+        return longest
 
     def close(self) -> None:
         self.native.close()
