@@ -11,6 +11,7 @@ from typing import Any
 
 from .adapters.base import Adapter, Route, StateStore
 from .adapters.openai import OPENAI
+from .client import Client
 from .http.asgi import ASGIApp, Receive, Scope, Send, send_json
 from .config import ApiKeyConfig, LimitsConfig, Settings
 from .core import LLMError, MethodNotAllowed, RouteNotFound
@@ -56,6 +57,12 @@ _ROUTED = "asgi_llm.routed"
 """This app's route match for the request, made once when the request arrives."""
 
 Routed = tuple[Match[tuple[Route | str, Adapter]] | None, Adapter]
+
+_IN_PROCESS = "in_process"
+"""The protocol name usage records and metrics give requests from `LLMApp.client`."""
+_IN_PROCESS_ROUTES: Router[tuple[Route | str, Adapter]] = Router(
+    [(route.path, route.methods, (route, OPENAI), None) for route in OPENAI.routes]
+)
 
 
 def _store_from(settings: Settings) -> StateStore:
@@ -145,6 +152,40 @@ class LLMApp:
         the method is a middleware factory too (`host.add_middleware(ollama.in_front_of)`).
         """
         return _InFront(self, app)
+
+    def client(self, key: str | None = None) -> Client:
+        """This app's models for the host's own code, in-process: typed, streaming, no HTTP.
+
+        Requests share the pool, queue, limits and usage records with HTTP clients. `key` is
+        the name they are counted under; naming a configured key (`api_keys`) applies its
+        limits and model allow-list too. The host's code is trusted: no secret is needed.
+        """
+        found = next((k for k in self.settings.all_api_keys() if k.name == key), None)
+        identity = _identity(found) if found is not None else (KeyInfo(name=key) if key else None)
+        return Client(self._serve_in_process, identity)
+
+    async def _serve_in_process(self, path: str, state: dict[str, Any], receive: Receive, send: Send) -> None:
+        """An OpenAI route's request from `Client`, through the same layers as over HTTP."""
+        scope: Scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "root_path": "",
+            "query_string": b"",
+            "headers": [],
+            "client": None,
+            "server": None,
+            "state": state,
+        }
+        match = _IN_PROCESS_ROUTES.match(path, "POST")
+        info = RequestInfo(_IN_PROCESS, path, path, OPENAI.render_error, self._resolve_model, OPENAI.tag_error)
+        state[_ROUTED], state[REQUEST] = (match, OPENAI), info
+        with serving_request(request_id(scope)):
+            await self._app(scope, receive, send)
 
     def classify(self, scope: Scope) -> RequestInfo:
         """Which protocol and route a request is for, and its error envelope — what the

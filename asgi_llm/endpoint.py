@@ -47,7 +47,18 @@ from .core import (
     Usage,
 )
 from .core.catalog import ModelCard
-from .http.context import KEY, KEY_INFO, MAX_TOKENS, USAGE, Meter, request_id, request_info, request_state
+from .http.context import (
+    KEY,
+    KEY_INFO,
+    MAX_TOKENS,
+    USAGE,
+    InProcessCall,
+    Meter,
+    in_process,
+    request_id,
+    request_info,
+    request_state,
+)
 from .middleware.policy import KeyInfo
 from .pool import ModelPool
 from .storage.state import owned_by
@@ -110,6 +121,9 @@ class Endpoint:
     @staticmethod
     async def send_error(adapter: Adapter, error: LLMError, scope: Scope, send: Send) -> None:
         """The error in the adapter's envelope, carrying the request's id (`x-request-id`)."""
+        call = in_process(scope)
+        if call is not None:
+            call.error = error
         status, body = adapter.render_error(error)
         body = adapter.tag_error(body, request_id(scope))
         headers = [("retry-after", str(error.retry_after))] if isinstance(error, RetryLater) else []
@@ -133,7 +147,7 @@ class Endpoint:
             await (send_text(send, status, reply) if isinstance(reply, str) else send_json(send, status, reply))
             return
         if isinstance(route, EmbedRoute):
-            await self._embed(route, body, meter, request_id(scope), receive, send)
+            await self._embed(route, body, meter, request_id(scope), in_process(scope), receive, send)
         elif isinstance(route, CountRoute):
             parsed = route.parse(body)
             if route.resolve is not None:
@@ -143,10 +157,18 @@ class Endpoint:
                 count = await _until_disconnect(receive, lambda: engine.count_tokens(parsed.request))
             await send_json(send, 200, route.render(parsed, count))
         else:
-            await self._generate(route, body, meter, state.get(MAX_TOKENS), store, request_id(scope), receive, send)
+            trace, call = request_id(scope), in_process(scope)
+            await self._generate(route, body, meter, state.get(MAX_TOKENS), store, trace, call, receive, send)
 
     async def _embed(
-        self, route: EmbedRoute[Any], body: Any, meter: Meter, trace: str, receive: Receive, send: Send
+        self,
+        route: EmbedRoute[Any],
+        body: Any,
+        meter: Meter,
+        trace: str,
+        call: InProcessCall | None,
+        receive: Receive,
+        send: Send,
     ) -> None:
         parsed = route.parse(body)
         async with self._pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
@@ -157,6 +179,11 @@ class Endpoint:
                 raise Unsupported(f"The model '{model_id}' does not serve embeddings.", param="model")
             result = await _until_disconnect(receive, lambda: engine.embed(parsed.request))
             meter.usage(Usage(prompt_tokens=result.prompt_tokens, completion_tokens=0))
+        if call is not None:
+            call.model = model_id
+            await call.deliver(result)
+            await send_json(send, 200, {})
+            return
         await send_json(send, 200, route.render(parsed, meta, result))
 
     async def _generate(
@@ -167,6 +194,7 @@ class Endpoint:
         cap: int | None,
         store: StateStore,
         trace: str,
+        call: InProcessCall | None,
         receive: Receive,
         send: Send,
     ) -> None:
@@ -182,7 +210,10 @@ class Endpoint:
             else:
                 events = engine.generate(parsed.request)
                 async with contextlib.aclosing(events):
-                    if parsed.stream:
+                    if call is not None:
+                        call.model = model_id
+                        await _until_disconnect(receive, lambda: _hand_over(events, meter, call, send))
+                    elif parsed.stream:
                         await _until_disconnect(
                             receive, lambda: self._stream(route, parsed, meta, events, meter, store, send)
                         )
@@ -253,6 +284,19 @@ async def _keep_alive(encoder: StreamEncoder, first: bool, send: Send) -> Stream
     if encoder.media_type == "text/event-stream":
         await send({"type": "http.response.body", "body": b": queued\n\n", "more_body": True})
     return encoder
+
+
+async def _hand_over(
+    events: AsyncGenerator[EngineEvent, None], meter: Meter, call: InProcessCall, send: Send
+) -> None:
+    """The core events, as they come, to host code in this process: no encoding, no bytes."""
+    await send({"type": "http.response.start", "status": 200, "headers": []})  # for the usage record
+    async for event in events:
+        if not isinstance(event, Queued):
+            if not isinstance(event, PromptRead):
+                meter.event(event)
+            await call.deliver(event)
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 async def _record(route: GenerateRoute[Any, Any], parsed: Any, final: Any, store: StateStore) -> None:

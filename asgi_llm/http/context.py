@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +21,7 @@ from .routing import route_path
 
 __all__ = [
     "BODY",
+    "IN_PROCESS",
     "KEY",
     "KEY_INFO",
     "MAX_TOKENS",
@@ -28,10 +29,13 @@ __all__ = [
     "REQUEST_ID",
     "USAGE",
     "Classify",
+    "InProcessCall",
     "Meter",
     "Reply",
     "RequestInfo",
+    "in_process",
     "meter_of",
+    "new_request_id",
     "plain_request",
     "render_plain_error",
     "request_id",
@@ -59,6 +63,20 @@ BODY = "asgi_llm.body"
 """The decoded JSON body, once a layer has read it (see `http.body`): decoded once per request."""
 MAX_TOKENS = "asgi_llm.max_tokens"
 """A cap on generated tokens the endpoint applies to the parsed request (limits layer)."""
+IN_PROCESS = "asgi_llm.in_process"
+"""The `InProcessCall` of a request made by host code in this process (`LLMApp.client`)."""
+
+
+@dataclass
+class InProcessCall:
+    """A request from host code in this process. It runs through the same layers as one over
+    HTTP (usage, limits, the key's model allow-list), under an identity the host chose; the
+    endpoint hands its core events to `deliver` instead of encoding them, and an error is kept
+    here as raised, beside the envelope the layers send."""
+
+    deliver: Callable[[Any], Awaitable[None]]
+    model: str | None = None
+    error: LLMError | None = None
 
 
 @dataclass(frozen=True)
@@ -115,8 +133,18 @@ def request_id(scope: Scope) -> str:
     found: str | None = state.get(REQUEST_ID)
     if found is None:
         given = header(scope, b"x-request-id") or ""
-        found = state[REQUEST_ID] = given if _USABLE_ID.fullmatch(given) else f"req_{uuid.uuid4().hex[:24]}"
+        found = state[REQUEST_ID] = given if _USABLE_ID.fullmatch(given) else new_request_id()
     return found
+
+
+def new_request_id() -> str:
+    return f"req_{uuid.uuid4().hex[:24]}"
+
+
+def in_process(scope: Scope) -> InProcessCall | None:
+    """The request's `InProcessCall`; None for every request that came over HTTP."""
+    call: InProcessCall | None = request_state(scope).get(IN_PROCESS)
+    return call
 
 
 def with_request_id_header(send: Send, request_id: str, also: str | None = None) -> Send:
@@ -149,6 +177,9 @@ async def send_error(
 ) -> None:
     """The error in the calling protocol's envelope with the request's id in it, and
     `Retry-After` / `WWW-Authenticate` where they apply."""
+    call = in_process(scope)
+    if call is not None:
+        call.error = error
     status, body = info.render_error(error)
     body = info.tag_error(body, request_id(scope))
     headers = list(headers)

@@ -15,7 +15,16 @@ from typing import Any
 from asgi_llm.core import Forbidden, InternalError, LLMError, Unauthorized
 from asgi_llm.http.asgi import ASGIApp, Receive, Scope, Send, header
 from asgi_llm.http.body import peek_json
-from asgi_llm.http.context import KEY, KEY_INFO, Classify, RequestInfo, request_info, request_state, send_error
+from asgi_llm.http.context import (
+    KEY,
+    KEY_INFO,
+    Classify,
+    RequestInfo,
+    in_process,
+    request_info,
+    request_state,
+    send_error,
+)
 from .keys import Verifier
 from .policy import KeyInfo
 
@@ -66,14 +75,23 @@ class AuthMiddleware:
         if info.path in self._public:
             await self.app(scope, receive, send)
             return
-        try:
-            identity = await self._identify(scope, info)
-        except LLMError as error:
-            await _refuse(scope, send, info, error)
-            return
         state = request_state(scope)
-        state[KEY], state[KEY_INFO] = identity.name, identity
-        if identity.models is not None and scope["type"] == "http" and scope["method"] in _BODY_METHODS:
+        identity: KeyInfo | None
+        if in_process(scope) is not None:  # host code in this process named its identity (`LLMApp.client`)
+            identity = state.get(KEY_INFO)
+        else:
+            try:
+                identity = await self._identify(scope, info)
+            except LLMError as error:
+                await _refuse(scope, send, info, error)
+                return
+            state[KEY], state[KEY_INFO] = identity.name, identity
+        if (
+            identity is not None
+            and identity.models is not None
+            and scope["type"] == "http"
+            and scope["method"] in _BODY_METHODS
+        ):
             try:
                 body, receive = await peek_json(scope, receive, self._limit)
                 _check_model(identity, info, body)

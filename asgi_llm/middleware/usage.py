@@ -132,6 +132,9 @@ class UsageMiddleware:
         exchange = _Exchange(receive, send, request_id(scope))
         try:
             await self.app(scope, exchange.receive, exchange.send)
+        except anyio.get_cancelled_exc_class():  # the server (or in-process caller) gave up on the request
+            exchange.disconnected = not exchange.complete
+            raise
         finally:
             record = self._record(scope, meter, exchange, started, began)
             with anyio.CancelScope(shield=True):

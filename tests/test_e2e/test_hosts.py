@@ -169,3 +169,22 @@ def test_the_anthropic_sdk_at_the_root(served: Served) -> None:
         reply = client.messages.create(model="default", max_tokens=8, messages=HI)  # type: ignore[arg-type]
     assert reply.content[0].type == "text" and reply.content[0].text
     assert 0 < reply.usage.output_tokens <= 8
+
+
+@pytest.mark.parametrize("served", [HOSTS[1]], ids=["fastapi"], indirect=True)
+def test_a_host_route_streams_the_model_in_process(served: Served) -> None:
+    """The FastAPI example's own `/summarize` uses `llm.client(key="site")`: no HTTP inside, the
+    words reach its client as they are made, and usage counts them under the host's name."""
+    text = "The sea is large and blue. Ships sail on it every day, carrying goods between ports."
+    chunks: list[bytes] = []
+    with httpx.stream("GET", f"{served.url}/summarize", params={"text": text}, timeout=60) as reply:
+        assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/plain")
+        chunks.extend(reply.iter_raw())
+    assert len(chunks) >= 3 and b"".join(chunks).decode().strip()  # token by token, not one buffered body
+    metrics = httpx.get(f"{served.url}/v1/metrics", timeout=10).text
+    counted = [
+        line
+        for line in metrics.splitlines()
+        if line.startswith("asgi_llm_requests_total{") and 'protocol="in_process"' in line and 'key="site"' in line
+    ]
+    assert len(counted) == 1 and 'status="200"' in counted[0] and counted[0].endswith(" 1"), counted

@@ -20,7 +20,7 @@ SOURCES = {"asgi_llm": ROOT / "asgi_llm", "asgi_llm.adapters": ROOT / "adapters"
 _ADAPTER_SHARED = ("asgi_llm.core", "asgi_llm.adapters.base", "asgi_llm.adapters.json_output")
 
 MAY_IMPORT: dict[str, tuple[str, ...]] = {
-    "asgi_llm": ("asgi_llm.app", "asgi_llm.config", "asgi_llm.middleware", "asgi_llm.pool"),
+    "asgi_llm": ("asgi_llm.app", "asgi_llm.client", "asgi_llm.config", "asgi_llm.middleware", "asgi_llm.pool"),
     "asgi_llm.core": ("asgi_llm.core",),
     "asgi_llm.http": ("asgi_llm.core", "asgi_llm.http"),
     "asgi_llm.storage": ("asgi_llm.core", "asgi_llm.storage"),
@@ -58,6 +58,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "asgi_llm.pool": ("asgi_llm.core", "asgi_llm.config", "asgi_llm.engines"),
     "asgi_llm.openapi": ("asgi_llm.core", "asgi_llm.adapters.base"),
     "asgi_llm.web": ("asgi_llm.http", "asgi_llm.web"),
+    "asgi_llm.client": ("asgi_llm.core", "asgi_llm.http", "asgi_llm.middleware.policy"),
     "asgi_llm.endpoint": (
         "asgi_llm.core",
         "asgi_llm.http",
@@ -73,6 +74,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.storage",
         "asgi_llm.adapters.base",
         "asgi_llm.adapters.openai",
+        "asgi_llm.client",
         "asgi_llm.middleware",
         "asgi_llm.endpoint",
         "asgi_llm.logs",
