@@ -148,6 +148,7 @@ def parse(body: Any) -> Parsed[ChatRequest, ChatOptions]:
         logprobs=bool(wire.logprobs),
         top_logprobs=wire.top_logprobs or 0,
         output_format=_output_format(wire.response_format),
+        max_tokens_param="max_completion_tokens" if wire.max_completion_tokens is not None else "max_tokens",
     )
     request = ChatRequest(
         model=wire.model,

@@ -165,6 +165,7 @@ def _parse(wire: _Body, model: str) -> Parsed[ChatRequest, ResponsesOptions]:
     include = wire.include or []
     sampling = SamplingParams(
         max_tokens=wire.max_output_tokens,
+        max_tokens_param="max_output_tokens",
         temperature=1.0 if wire.temperature is None else wire.temperature,
         top_p=1.0 if wire.top_p is None else wire.top_p,
         logprobs=_LOGPROBS in include or bool(wire.top_logprobs),
