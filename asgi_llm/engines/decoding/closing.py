@@ -41,7 +41,7 @@ class Closer:
         self._is_end = is_end
         self._end = end_token
         self._position: Position | None = Position(grammar)
-        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        self._utf8: codecs.IncrementalDecoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._plan: list[int] = []  # the rest of the ending's tokens, once closing
         self.closing = False
         self.cut = False  # whether the budget made it close (the output was cut short)
