@@ -37,7 +37,7 @@ from ...base import (
     refuse_unrecognized,
     validate,
 )
-from ...json_output import json_object, json_schema
+from ...json_output import json_object, json_schema, tool_parameters
 from ..common import effort_reasoning
 from .input import Item, messages, normalize_input, validate_at
 from .output import Output, ResponsesStream, finished
@@ -250,7 +250,7 @@ def _tools(raw: list[Any] | None) -> tuple[list[dict[str, Any]], tuple[ToolSpec,
                 "strict": tool.strict,
             }
         )
-        specs.append(ToolSpec(tool.name, tool.description, tool.parameters or {}))
+        specs.append(ToolSpec(tool.name, tool.description, tool_parameters(tool.parameters, f"tools[{i}].parameters")))
     return echo, tuple(specs)
 
 
