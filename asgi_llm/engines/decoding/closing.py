@@ -46,10 +46,6 @@ class Closer:
         self.closing = False
         self.cut = False  # whether the budget made it close (the output was cut short)
 
-    @property
-    def active(self) -> bool:
-        return self._position is not None
-
     def least(self) -> int:
         """The fewest tokens a whole output can take (from the start: the tokens of the shortest one)."""
         return len(self._tokenize(self._position.ending())) if self._position is not None else 0
