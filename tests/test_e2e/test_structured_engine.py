@@ -29,7 +29,6 @@ from asgi_llm.engines.llamacpp import LlamaCppEngine
 
 from .local_engine import local_engine
 
-
 pytestmark = pytest.mark.anyio
 SHORT = {"type": "string", "maxLength": 12}
 SCHEMAS: list[Any] = [

@@ -81,7 +81,7 @@ def rambler(text: str) -> str:
 def test_a_model_that_never_stops_is_closed_in_budget(budget: int) -> None:
     least = Closer(parse(harden(json_schema_to_gbnf(json.dumps(enforceable(SCHEMA, "s"))))), tokenize, piece, bool, END)
     assert least.least() == 38
-    text, ended, cut = run(SCHEMA, budget, rambler)
+    text, _, cut = run(SCHEMA, budget, rambler)
     jsonschema.validate(json.loads(text), SCHEMA)
     assert cut
     assert len(tokenize(text)) <= budget

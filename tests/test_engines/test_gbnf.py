@@ -29,7 +29,7 @@ PET: dict[str, Any] = {
 }
 DOCUMENT = {
     "kind": "dog",
-    "name": "Rex \\\"the\" é",
+    "name": 'Rex \\"the" é',
     "tags": ["a", "b c"],
     "born": "2020-02-29",
     "owner": {"id": -12},
