@@ -15,6 +15,7 @@ from asgi_llm.engines.decoding.closing import Closer
 from asgi_llm.engines.decoding.gbnf import parse
 from asgi_llm.engines.decoding.grammar import enforceable, harden
 from asgi_llm.engines.decoding.recognizer import Position
+from asgi_llm.engines.llamacpp.sampling import spelling
 
 END = 0
 WORDS = ['"}', '"]', '": "', '", "', "ab", "Parisian, ", '{"', "}]", "]}"]
@@ -104,3 +105,25 @@ def test_an_early_close_is_not_a_cut() -> None:
     assert VOCAB[closer.choose(IDS[","], 100, always)] == "]"
     assert closer.choose(IDS[","], 99, always) == END
     assert not closer.cut
+
+
+class SentencePieceLike:
+    """Puts a space before a text's first character, as SentencePiece vocabularies do."""
+
+    def __init__(self) -> None:
+        self.pieces = [" ", "\n", *(chr(c) for c in range(33, 127)), *(" " + chr(c) for c in range(33, 127))]
+
+    def tokenize(self, text: str, *, add_bos: bool, special: bool = True) -> list[int]:
+        spaced = " " + text
+        if spaced[1] in " \n":
+            return [self.pieces.index(ch) for ch in spaced]
+        return [self.pieces.index(spaced[:2]), *(self.pieces.index(ch) for ch in spaced[2:])]
+
+    def piece(self, token: int) -> bytes:
+        return self.pieces[token].encode()
+
+
+def test_endings_are_spelled_without_a_leading_space() -> None:
+    model: Any = SentencePieceLike()
+    tokens = spelling(model, '"}]')
+    assert b"".join(model.piece(t) for t in tokens) == b'"}]'

@@ -28,7 +28,7 @@ from ..decoding.tool_calls import JsonValues
 from ..decoding.tool_detect import CallDetector, trigger_grammar
 from .native import Model
 
-__all__ = ["Sampling", "checked_grammar", "logprob", "readable"]
+__all__ = ["Sampling", "checked_grammar", "logprob", "readable", "spelling"]
 
 log = logging.getLogger("asgi_llm.engine")
 internals: Any = _internals  # untyped; only its sampler chain is used
@@ -60,6 +60,19 @@ def readable(gbnf: str) -> Grammar | None:
     except (GrammarError, IndexError, ValueError):
         log.warning("a generated grammar could not be read for the closing watch", exc_info=True)
         return None
+
+
+def spelling(model: Model, text: str) -> list[int]:
+    """Tokens that spell exactly `text` in the middle of an output. A tokenizer that puts a space
+    before a text's first word (SentencePiece) is given a newline to start with, and its tokens dropped."""
+    tokens = model.tokenize(text, add_bos=False, special=False)
+    if b"".join(model.piece(t) for t in tokens) == text.encode("utf-8"):
+        return tokens
+    marked = model.tokenize("\n" + text, add_bos=False, special=False)
+    for start in (1, 2):
+        if b"".join(model.piece(t) for t in marked[start:]) == text.encode("utf-8"):
+            return marked[start:]
+    return tokens
 
 
 def logprob(model: Model, logits: Any, token: int, piece: bytes, top_n: int) -> TokenLogprob:
@@ -199,8 +212,7 @@ class Sampling:
         weakref.finalize(self, llama_cpp.llama_sampler_free, grammar)
         if shape is not None:
             model = self._model
-            tokenize: Callable[[str], list[int]] = lambda text: model.tokenize(text, add_bos=False, special=False)
-            self._closer = Closer(shape, tokenize, model.piece, model.is_end, model.eos)
+            self._closer = Closer(shape, lambda text: spelling(model, text), model.piece, model.is_end, model.eos)
             self._closer.took(primed)
 
     def least(self) -> int:
