@@ -1,6 +1,7 @@
-"""Structured output, as every protocol's parse asks for it: any JSON object, or JSON valid under a schema.
+"""Structured output, as every protocol's parse asks for it: any JSON object, or JSON valid under a schema;
+and tools' parameter schemas.
 
-The schema is checked here, so a bad one is a 400 naming the field it came in; whether
+A schema is checked here (against its draft's meta-schema), so a bad one is a 400 naming the field it came in; whether
 decoding can enforce it is the engine's to say (also a 400, naming the same field).
 """
 
@@ -15,7 +16,7 @@ from jsonschema.validators import validator_for  # type: ignore[import-untyped, 
 
 from asgi_llm.core import InvalidRequest, OutputFormat
 
-__all__ = ["json_object", "json_schema"]
+__all__ = ["json_object", "json_schema", "tool_parameters"]
 
 
 def json_object(param: str) -> OutputFormat:
@@ -24,6 +25,19 @@ def json_object(param: str) -> OutputFormat:
 
 def json_schema(schema: Any, param: str, *, name: str | None = None, strict: bool | None = None) -> OutputFormat:
     """`schema` must be a valid JSON Schema object; `param` is where it sits in the request."""
+    _check(schema, param)
+    return OutputFormat(kind="json_schema", param=param, schema=dict(schema), name=name, strict=bool(strict))
+
+
+def tool_parameters(schema: Any, param: str) -> dict[str, Any]:
+    """A tool's parameters (none: an empty object); a valid JSON Schema object when given."""
+    if schema is None:
+        return {}
+    _check(schema, param)
+    return dict(schema)
+
+
+def _check(schema: Any, param: str) -> None:
     if not isinstance(schema, Mapping):
         raise InvalidRequest(f"'{param}' must be a JSON Schema object.", param=param)
     draft = schema.get("$schema", "")
@@ -34,4 +48,3 @@ def json_schema(schema: Any, param: str, *, name: str | None = None, strict: boo
         where = "/".join(str(p) for p in exc.path)
         at = f" at '{where}'" if where else ""
         raise InvalidRequest(f"'{param}' is not a valid JSON Schema{at}: {exc.message}", param=param) from None
-    return OutputFormat(kind="json_schema", param=param, schema=dict(schema), name=name, strict=bool(strict))

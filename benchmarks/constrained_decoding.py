@@ -11,6 +11,12 @@ processing and time to first token are excluded; each variant's grammar is built
 first token, so grammar construction is excluded too. One warm-up per variant, then the median of R runs,
 variants interleaved run by run so drift hits them alike.
 
+The closing watch (`decoding.closing.Closer`, which ends a grammar-held output inside its grammar before
+its budget runs out) runs in Python on every constrained token; its own time is measured directly, by
+timing every call into it, and printed as microseconds per token and as a share of an unconstrained
+token's time. A fourth variant, json_schema with a third of the budget, makes it close the document early,
+so its forced path is measured too.
+
 Run: .venv/bin/python benchmarks/constrained_decoding.py [--threads T] [--tokens N] [--repeats R] [--model PATH]
 """
 
@@ -22,9 +28,12 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 from asgi_llm.config import ModelConfig, default_model_path
 from asgi_llm.core import ChatRequest, Finish, Message, OutputFormat, SamplingParams, TextDelta
+from asgi_llm.engines.decoding.closing import Closer
 from asgi_llm.engines.inference_thread import InferenceThread
 from asgi_llm.engines.llamacpp import LlamaCppEngine
 
@@ -47,20 +56,37 @@ VARIANTS = {
     "unconstrained": None,
     "json_schema": OutputFormat(kind="json_schema", param="response_format", schema=SCHEMA),
     "json_object": OutputFormat(kind="json_object", param="response_format"),
+    "json_schema_cut": OutputFormat(kind="json_schema", param="response_format", schema=SCHEMA),
 }
+WATCH = {"seconds": 0.0, "tokens": 0}  # time spent in the closing watch, and the tokens it chose
 
 
-def request(fmt: OutputFormat | None, tokens: int) -> ChatRequest:
+def timed(method: Callable[..., Any]) -> Callable[..., Any]:
+    def run(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            WATCH["seconds"] += time.perf_counter() - start
+            WATCH["tokens"] += 1
+
+    return run
+
+
+def request(fmt: OutputFormat | None, tokens: int, name: str = "") -> ChatRequest:
+    tokens = tokens // 3 if name.endswith("_cut") else tokens
     sampling = SamplingParams(max_tokens=tokens, temperature=0, output_format=fmt)
     return ChatRequest(model="bench", messages=(Message("user", PROMPT),), sampling=sampling)
 
 
-async def generate_once(engine: LlamaCppEngine, fmt: OutputFormat | None, tokens: int) -> tuple[int, float, str]:
+async def generate_once(
+    engine: LlamaCppEngine, fmt: OutputFormat | None, tokens: int, name: str = ""
+) -> tuple[int, float, str]:
     """Completion tokens, decode tokens/s between the first and the last text event, and the text."""
     times: list[float] = []
     parts: list[str] = []
     produced = 0
-    async for event in engine.generate(request(fmt, tokens)):
+    async for event in engine.generate(request(fmt, tokens, name)):
         if isinstance(event, TextDelta) and event.text:
             times.append(time.perf_counter())
             parts.append(event.text)
@@ -76,12 +102,13 @@ async def measure(model: str, threads: int, tokens: int, repeats: int) -> dict[s
     engine = LlamaCppEngine(ModelConfig(id="bench", path=model, n_threads=threads, n_ctx=2048), thread)
     try:
         await engine.load()
-        for fmt in VARIANTS.values():  # warm-up
-            await generate_once(engine, fmt, tokens)
+        for name, fmt in VARIANTS.items():  # warm-up
+            await generate_once(engine, fmt, tokens, name)
+        WATCH.update(seconds=0.0, tokens=0)
         runs: dict[str, list[tuple[int, float, str]]] = {name: [] for name in VARIANTS}
         for _ in range(repeats):
             for name, fmt in VARIANTS.items():
-                runs[name].append(await generate_once(engine, fmt, tokens))
+                runs[name].append(await generate_once(engine, fmt, tokens, name))
         return runs
     finally:
         await engine.close()
@@ -99,6 +126,7 @@ def main() -> None:
     print(f"cores: {os.cpu_count()}  threads: {args.threads}  max_tokens: {args.tokens}  repeats: {args.repeats}")
     print(f"model: {model}")
 
+    Closer.choose = timed(Closer.choose)  # type: ignore[method-assign]  (every sampled token passes here)
     runs = asyncio.run(measure(model, args.threads, args.tokens, args.repeats))
     medians = {name: statistics.median(r for _, r, _ in results) for name, results in runs.items()}
     base = medians["unconstrained"]
@@ -113,6 +141,10 @@ def main() -> None:
     for name in VARIANTS:
         if name != "unconstrained":
             print(f"ratio {name}/unconstrained: {medians[name] / base:.3f}")
+    per_token = WATCH["seconds"] / max(WATCH["tokens"], 1)
+    share = per_token * base
+    print(f"closing watch: {per_token * 1e6:.0f} us per constrained token over {WATCH['tokens']} tokens, ", end="")
+    print(f"{share:.1%} of an unconstrained token ({1e3 / base:.1f} ms)")
     for name, results in runs.items():
         texts = {text for _, _, text in results}
         if len(texts) > 1:

@@ -30,7 +30,7 @@ from asgi_llm.core import (
 
 from .stream import MessageStream, fold_message
 from ..base import CountRoute, GenerateRoute, Meta, Parsed, Route, refuse_unrecognized, validate
-from ..json_output import json_schema
+from ..json_output import json_schema, tool_parameters
 
 __all__ = [
     "ROUTES",
@@ -213,7 +213,8 @@ def _tool(tool: WireTool, index: int) -> ToolSpec:
     if tool.input_schema is None:
         param = f"tools[{index}].input_schema"
         raise InvalidRequest(f"Missing required parameter: '{param}'.", param=param)
-    return ToolSpec(name=tool.name, description=tool.description, parameters=tool.input_schema)
+    parameters = tool_parameters(tool.input_schema, f"tools[{index}].input_schema")
+    return ToolSpec(name=tool.name, description=tool.description, parameters=parameters)
 
 
 def _tool_choice(choice: WireToolChoice | None, tools: Sequence[ToolSpec]) -> tuple[ToolChoice, bool]:

@@ -12,6 +12,7 @@ from pydantic import Field
 from asgi_llm.core import ChatRequest, GenerationEvent, Message, ToolCall, ToolSpec, Unsupported
 
 from ..base import GenerateRoute, Meta, Parsed, refuse_unrecognized, validate
+from ..json_output import tool_parameters
 from .common import Clock, GenerateFields, Wire, keep_alive_seconds, model_name, context_need, sampling, think_reasoning
 from .stream import Delta, NdjsonStream, render_reply
 
@@ -60,7 +61,10 @@ def parse(body: Any) -> Parsed[ChatRequest, None]:
         model=model_name(wire.model),
         messages=_messages(wire.messages or []),
         sampling=sampling(wire.options, logprobs=wire.logprobs, top_logprobs=wire.top_logprobs, fmt=wire.format),
-        tools=tuple(ToolSpec(t.function.name, t.function.description, t.function.parameters or {}) for t in wire.tools or ()),
+        tools=tuple(
+            ToolSpec(f.name, f.description, tool_parameters(f.parameters, f"tools[{i}].function.parameters"))
+            for i, f in enumerate(t.function for t in wire.tools or ())
+        ),
         reasoning=think_reasoning(wire.think),
     )
     # No messages is Ollama's "load the model" call (with `keep_alive: 0`, "unload" it).

@@ -146,6 +146,7 @@ def sampling(
     stop = o.stop
     return SamplingParams(
         max_tokens=predict if predict is not None and predict >= 0 else None,
+        max_tokens_param="options.num_predict",
         temperature=_DEFAULTS.temperature if o.temperature is None else o.temperature,
         top_p=_DEFAULTS.top_p if o.top_p is None else o.top_p,
         top_k=_DEFAULTS.top_k if o.top_k is None else o.top_k,

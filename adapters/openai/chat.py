@@ -43,7 +43,7 @@ from asgi_llm.wire.openai_chat import (
 from asgi_llm.wire.openai_chat import ToolCall as ToolCallOut
 
 from ..base import GenerateRoute, Meta, Parsed, Unrecorded, refuse_unrecognized, validate
-from ..json_output import json_object, json_schema
+from ..json_output import json_object, json_schema, tool_parameters
 from .common import (
     SSE_DONE,
     SamplingBody,
@@ -149,6 +149,7 @@ def parse(body: Any) -> Parsed[ChatRequest, ChatOptions]:
         logprobs=bool(wire.logprobs),
         top_logprobs=wire.top_logprobs or 0,
         output_format=_output_format(wire.response_format),
+        max_tokens_param="max_completion_tokens" if wire.max_completion_tokens is not None else "max_tokens",
     )
     request = ChatRequest(
         model=wire.model,
@@ -156,7 +157,10 @@ def parse(body: Any) -> Parsed[ChatRequest, ChatOptions]:
         sampling=sampling,
         n=wire.n or 1,
         user=wire.user,
-        tools=tuple(ToolSpec(t.function.name, t.function.description, t.function.parameters or {}) for t in wire.tools or ()),
+        tools=tuple(
+            ToolSpec(f.name, f.description, tool_parameters(f.parameters, f"tools[{i}].function.parameters"))
+            for i, f in enumerate(t.function for t in wire.tools or ())
+        ),
         tool_choice=_tool_choice(wire),
         parallel_tool_calls=wire.parallel_tool_calls is not False,
         reasoning=_reasoning(wire),

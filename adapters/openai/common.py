@@ -162,6 +162,7 @@ def sampling_params(
     logprobs: bool,
     top_logprobs: int,
     output_format: OutputFormat | None = None,
+    max_tokens_param: str = "max_tokens",
 ) -> SamplingParams:
     """OpenAI's defaults (temperature 1, top_p 1) for whatever the body leaves out."""
     return SamplingParams(
@@ -179,6 +180,7 @@ def sampling_params(
         logprobs=logprobs,
         top_logprobs=top_logprobs,
         output_format=output_format,
+        max_tokens_param=max_tokens_param,
     )
 
 

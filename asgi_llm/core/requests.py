@@ -94,6 +94,8 @@ class SamplingParams:
     logprobs: bool = False
     top_logprobs: int = 0
     output_format: OutputFormat | None = None
+    max_tokens_param: str = "max_tokens"
+    """The request field `max_tokens` came from, for a refusal that names it."""
 
 
 @dataclass(frozen=True)

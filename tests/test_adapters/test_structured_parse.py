@@ -207,3 +207,39 @@ def test_responses_echo_the_text_format() -> None:
     assert parsed.options.echo["text"] == {"format": fmt, "verbosity": "low"}
     parsed = openai_responses.parse(responses(text={"format": {"type": "json_object"}}))
     assert parsed.options.echo["text"] == {"format": {"type": "json_object"}}
+
+
+NO_SUCH_TYPE = {"type": "no-such-type"}
+FUNCTION = {"name": "f", "parameters": NO_SUCH_TYPE}
+BAD_TOOLS = [
+    pytest.param(
+        openai_chat.parse,
+        chat(tools=[{"type": "function", "function": {"name": "ok"}}, {"type": "function", "function": FUNCTION}]),
+        "tools[1].function.parameters",
+        id="chat",
+    ),
+    pytest.param(
+        openai_responses.parse, responses(tools=[{"type": "function", **FUNCTION}]), "tools[0].parameters", id="resp"
+    ),
+    pytest.param(
+        anthropic_messages.parse,
+        anthropic(tools=[{"name": "f", "input_schema": NO_SUCH_TYPE}]),
+        "tools[0].input_schema",
+        id="anthropic",
+    ),
+    pytest.param(
+        ollama_chat.parse,
+        chat(tools=[{"type": "function", "function": FUNCTION}]),
+        "tools[0].function.parameters",
+        id="ollama",
+    ),
+]
+
+
+@pytest.mark.parametrize(("parse", "body", "param"), BAD_TOOLS)
+def test_tool_parameters_off_the_meta_schema_are_refused(parse: Parse, body: dict[str, Any], param: str) -> None:
+    """Whatever the tool choice (here `auto`, or none given): a schema that is no schema is refused."""
+    with pytest.raises(InvalidRequest) as caught:
+        parse(body)
+    assert caught.value.param == param
+    assert "no-such-type" in str(caught.value)

@@ -1,8 +1,12 @@
-"""Running acceptance cases through every protocol's official client, a few at a time."""
+"""Running acceptance cases through every protocol's official client, a few at a time, each run
+with a token budget of its own: the budgets rotate over `BUDGETS` (16 to 200, the small ones
+most often), capped at the case's own room for its longest output (a run given that room must
+end on its own; one given less may be cut, and must still be valid)."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -12,11 +16,13 @@ import anthropic
 import ollama
 import openai
 
-__all__ = ["Clients", "Run", "run_all"]
+__all__ = ["BUDGETS", "Clients", "Run", "refused_for_budget", "run_all"]
 
 CONCURRENCY = 4
 TIMEOUT = 600
 Case = TypeVar("Case")
+BUDGETS = (16, 18, 20, 24, 28, 32, 16, 40, 48, 20, 64, 96, 24, 128, 160, 200)
+_LEAST = re.compile(r"shortest output the requested format or tool call allows takes (\d+) tokens")
 
 
 @dataclass
@@ -31,23 +37,47 @@ class Run(Generic[Case]):
     case: Case
     protocol: str
     stream: bool
+    budget: int
+    slot: int  # the run's place in the table, for variations other than the budget
     reply: Any = None
     error: str | None = None
+    failure: Exception | None = None
+
+    @property
+    def roomy(self) -> bool:
+        """Whether the budget holds the case's longest output (then it must end on its own)."""
+        return self.budget >= int(getattr(self.case, "max_tokens"))
 
     @property
     def label(self) -> str:
-        return f"{getattr(self.case, 'id')} [{self.protocol}, {'stream' if self.stream else 'whole'}]"
+        mode = "stream" if self.stream else "whole"
+        return f"{getattr(self.case, 'id')} [{self.protocol}, {mode}, budget {self.budget}]"
+
+
+def refused_for_budget(run: Run[Any], param: str) -> bool:
+    """Whether the run was refused (400, naming `param`) because its budget cannot hold the
+    shortest valid output, and that output is indeed longer than the budget."""
+    failure = run.failure
+    if getattr(failure, "status_code", None) != 400:
+        return False
+    found = _LEAST.search(str(failure))
+    return found is not None and int(found.group(1)) > run.budget and f"'{param}'" in str(failure)
 
 
 async def run_all(
     url: str,
     cases: Sequence[Case],
     protocols: Sequence[str],
-    ask: Mapping[str, Callable[[Clients, Case, bool], Awaitable[Any]]],
+    ask: Mapping[str, Callable[[Clients, Run[Case]], Awaitable[Any]]],
 ) -> list[Run[Case]]:
     """Every case in every protocol; streaming alternates by case and protocol, so each protocol
-    sees both modes. A case's protocols run together and share its cached prompt."""
-    runs = [Run(case, p, (i + protocols.index(p)) % 2 == 0) for i, case in enumerate(cases) for p in protocols]
+    sees both modes, and the budgets rotate. A case's protocols run together and share its cached prompt."""
+    runs = []
+    for i, case in enumerate(cases):
+        for j, p in enumerate(protocols):
+            slot = i * len(protocols) + j
+            budget = min(BUDGETS[(slot + i) % len(BUDGETS)], int(getattr(case, "max_tokens")))
+            runs.append(Run(case, p, (i + j) % 2 == 0, budget, slot))
     gate = asyncio.Semaphore(CONCURRENCY)
     async with (
         openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=TIMEOUT) as oa,
@@ -59,9 +89,10 @@ async def run_all(
         async def one(run: Run[Case]) -> None:
             async with gate:
                 try:
-                    run.reply = await ask[run.protocol](clients, run.case, run.stream)
-                except Exception:  # noqa: BLE001  (reported with its case, protocol and mode)
+                    run.reply = await ask[run.protocol](clients, run)
+                except Exception as exc:  # noqa: BLE001  (reported with its case, protocol and mode)
                     run.error = traceback.format_exc(limit=3)
+                    run.failure = exc
 
         await asyncio.gather(*(one(run) for run in runs))
     return runs

@@ -15,6 +15,7 @@ from asgi_llm.core import (
     ChatRequest,
     Finish,
     GenerationEvent,
+    InvalidRequest,
     Message,
     OutputFormat,
     SamplingParams,
@@ -27,7 +28,6 @@ from asgi_llm.core import (
 from asgi_llm.engines.llamacpp import LlamaCppEngine
 
 from .local_engine import local_engine
-
 
 pytestmark = pytest.mark.anyio
 SHORT = {"type": "string", "maxLength": 12}
@@ -135,3 +135,58 @@ async def test_an_unenforceable_schema_fails_before_any_event(engine: LlamaCppEn
     with pytest.raises(Unsupported) as caught:
         await stream.__anext__()
     assert caught.value.param == "text.format.schema"
+
+
+RAMBLE = {
+    "type": "object",
+    "properties": {"story": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}}},
+    "required": ["story", "tags"],
+}
+
+
+@pytest.mark.parametrize("budget", [11, 13, 15])
+async def test_a_rambling_document_is_closed_within_its_budget(engine: LlamaCppEngine, budget: int) -> None:
+    """A long free-text field at a high temperature would run past any small budget: the output
+    is closed in time, still valid, and still says it was cut."""
+    fmt = OutputFormat("json_schema", "format", RAMBLE)
+    sampling = SamplingParams(max_tokens=budget, temperature=1.3, seed=budget, output_format=fmt)
+    ask = Message("user", "Write a very long story as JSON.")
+    events = await _events(engine, ChatRequest(model="m", messages=(ask,), sampling=sampling))
+    finish = events[-1]
+    assert isinstance(finish, Finish) and finish.reason == "length"
+    assert finish.usage.completion_tokens <= budget
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    jsonschema.validate(json.loads(text), RAMBLE)
+
+
+async def test_a_budget_too_small_for_any_document_is_refused_naming_it(engine: LlamaCppEngine) -> None:
+    fmt = OutputFormat("json_schema", "format", RAMBLE)
+    sampling = SamplingParams(max_tokens=4, output_format=fmt, max_tokens_param="max_output_tokens")
+    stream = engine.generate(_request(sampling))
+    with pytest.raises(InvalidRequest) as caught:
+        await stream.__anext__()
+    assert caught.value.param == "max_output_tokens"
+
+
+async def test_a_repeated_parallel_call_ends_the_reply(engine: LlamaCppEngine) -> None:
+    """Left to itself, the model repeats this call until its budget is spent (and the last, cut,
+    is lost); a repeat ends the reply instead, with the one call it made."""
+    todo = {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string", "maxLength": 24},
+            "priority": {"enum": [1, 2, 3]},
+            "due": {"type": "string", "format": "date"},
+            "tags": {"type": "array", "items": {"type": "string", "maxLength": 10}, "maxItems": 3},
+        },
+        "required": ["title", "priority"],
+        "additionalProperties": False,
+    }
+    tools = (ToolSpec("add_todo", "Add an item to the to-do list", todo),)
+    ask = Message("user", "Remind me to buy milk tomorrow, low priority.")
+    sampling = SamplingParams(max_tokens=120, temperature=0)
+    request = ChatRequest(model="m", messages=(ask,), sampling=sampling, tools=tools, tool_choice="required")
+    events = await _events(engine, request)
+    assert [e.name for e in events if isinstance(e, ToolCallStart)] == ["add_todo"]
+    finish = events[-1]
+    assert isinstance(finish, Finish) and finish.reason == "tool_calls"

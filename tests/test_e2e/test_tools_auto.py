@@ -110,10 +110,10 @@ async def test_trigger_grammars_prime_safely(engine: LlamaCppEngine, marker: str
     gbnf = trigger_grammar(call_gbnf, marker, call_text, parallel=True)
 
     def prime() -> bool:
-        grammar = sampling._primed(model, gbnf, call_text)
-        if grammar is None:
+        primed = sampling._primed(model, gbnf, call_text)
+        if primed is None:
             return False
-        llama_cpp.llama_sampler_free(grammar)
+        llama_cpp.llama_sampler_free(primed[0])
         return True
 
     assert await engine._thread.call(prime) is primes

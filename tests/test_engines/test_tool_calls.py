@@ -171,3 +171,13 @@ def test_the_tools_note_writes_earlier_calls_as_the_text_it_asks_for() -> None:
     assert result == answer
     assert second.content == 'Both:\n[{"name": "get_time", "arguments": {}}, {"name": "get_time", "arguments": {}}]'
     assert second.tool_calls == ()
+
+
+def test_a_call_repeating_an_earlier_one_is_not_sent_again_nor_any_after_it() -> None:
+    plan = plan_calls(TOOLS, "required", parallel=True)
+    text = '[{"name": "get_time", "arguments": {}}, {"name":"get_time","arguments":{ }}, {"name": "get_weather", '
+    text += '"arguments": {"city": "Rome"}}]'
+    events = list(forced_calls([TextDelta(text), stop()], plan, ids()))
+    starts = [e for e in events if isinstance(e, ToolCallStart)]
+    assert [(s.name, s.call_index) for s in starts] == [("get_time", 0)]
+    assert events[-1] == Finish("tool_calls", Usage(5, 7))

@@ -37,7 +37,7 @@ from ...base import (
     refuse_unrecognized,
     validate,
 )
-from ...json_output import json_object, json_schema
+from ...json_output import json_object, json_schema, tool_parameters
 from ..common import effort_reasoning
 from .input import Item, messages, normalize_input, validate_at
 from .output import Output, ResponsesStream, finished
@@ -165,6 +165,7 @@ def _parse(wire: _Body, model: str) -> Parsed[ChatRequest, ResponsesOptions]:
     include = wire.include or []
     sampling = SamplingParams(
         max_tokens=wire.max_output_tokens,
+        max_tokens_param="max_output_tokens",
         temperature=1.0 if wire.temperature is None else wire.temperature,
         top_p=1.0 if wire.top_p is None else wire.top_p,
         logprobs=_LOGPROBS in include or bool(wire.top_logprobs),
@@ -249,7 +250,7 @@ def _tools(raw: list[Any] | None) -> tuple[list[dict[str, Any]], tuple[ToolSpec,
                 "strict": tool.strict,
             }
         )
-        specs.append(ToolSpec(tool.name, tool.description, tool.parameters or {}))
+        specs.append(ToolSpec(tool.name, tool.description, tool_parameters(tool.parameters, f"tools[{i}].parameters")))
     return echo, tuple(specs)
 
 

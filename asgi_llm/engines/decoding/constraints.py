@@ -39,13 +39,15 @@ class LazyCalls:
 @dataclass(frozen=True)
 class Constraint:
     """Decode with `sampling`, under `schema` if one is given (`param` names it in errors), calls
-    begun in free text under `lazy`, and send each choice's events through `wrap`."""
+    begun in free text under `lazy`, and send each choice's events through `wrap`. `distinct`
+    is the JSON nesting level of values (calls) that must not repeat: a repeat ends the output."""
 
     sampling: SamplingParams
     schema: Schema | None = None
     param: str = ""
     wrap: Wrap = iter
     lazy: LazyCalls | None = None
+    distinct: int | None = None
 
 
 def forces_call(request: GenerationRequest) -> bool:
@@ -72,15 +74,16 @@ def constraint_for(request: GenerationRequest, new_id: Callable[[], str] = new_c
         calls = plan_calls(request.tools, request.tool_choice, request.parallel_tool_calls)
         # The call's JSON must not be cut by a stop sequence; a call has no logprobs to report.
         sampling = replace(sampling, stop=(), logprobs=False, top_logprobs=0, output_format=None)
-        return Constraint(sampling, calls.schema, "tools", lambda events: forced_calls(events, calls, new_id))
+        wrap: Wrap = lambda events: forced_calls(events, calls, new_id)
+        return Constraint(sampling, calls.schema, "tools", wrap, distinct=1 if calls.parallel else None)
     fmt = sampling.output_format
     if fmt is not None:
         schema, check = output_schema(fmt)
         return Constraint(sampling, schema, fmt.param, lambda events: checked_output(events, check))
     if isinstance(request, ChatRequest) and offers_tools(request):
         lazy = _lazy_calls(request)
-        wrap: Wrap = lambda events: detected_calls(events, lazy.checks, new_id, parallel=lazy.parallel)
-        return Constraint(sampling, wrap=wrap, lazy=lazy)
+        detect: Wrap = lambda events: detected_calls(events, lazy.checks, new_id, parallel=lazy.parallel)
+        return Constraint(sampling, wrap=detect, lazy=lazy)
     return Constraint(sampling)
 
 

@@ -163,14 +163,23 @@ def forced_calls(
     """One choice's decoded events, its text turned into tool-call events.
 
     A choice that ends on its own ends with reason "tool_calls"; one cut off by its token
-    limit keeps "length", and sends only the calls it completed.
+    limit keeps "length", and sends only the calls it completed. A call that repeats an
+    earlier one (same tool, same arguments) is not sent again, nor any after it: the engine
+    ends the output there, and what the grammar makes it write to close is no call of the model's.
     """
     values = JsonValues(1 if plan.parallel else 0)
     count = 0
+    sent: set[tuple[str, str]] = set()
+    repeated = False
     for event in events:
         if isinstance(event, TextDelta):
             for text in values.feed(event.text):
                 name, arguments = _call(text, plan.checks)
+                same = (name, json.dumps(json.loads(arguments), sort_keys=True))
+                repeated = repeated or same in sent
+                if repeated:
+                    continue
+                sent.add(same)
                 yield ToolCallStart(new_id(), name, index=event.index, call_index=count)
                 yield ToolCallDelta(arguments, index=event.index, call_index=count)
                 yield ToolCallEnd(index=event.index, call_index=count)

@@ -35,7 +35,7 @@ from .embedding import Embedder
 from .native import Decoder, Model, backend_info, new_context, new_single_context
 from .prompt_bound import TooLong, at_least, bounded_tokens
 from .waiting import waiting
-from .sampling import Sampling, checked_grammar, logprob
+from .sampling import Sampling, checked_grammar, logprob, readable
 
 __all__ = ["LlamaCppEngine"]
 
@@ -326,6 +326,7 @@ class LlamaCppEngine:
         for tokens, _ in prompts:
             self._check_fits(tokens, request)
         grammar = checked_grammar(model, constraint.schema, constraint.param) if constraint.schema is not None else None
+        shape = readable(grammar) if grammar is not None else None
         lazy = self._lazy(constraint.lazy) if constraint.lazy is not None else None
         chat = request if isinstance(request, ChatRequest) else None
         shown = chat is None or self._thinking(chat) is not False
@@ -344,6 +345,8 @@ class LlamaCppEngine:
                     constraint.sampling,
                     index,
                     grammar=grammar,
+                    shape=shape,
+                    distinct=constraint.distinct,
                     lazy=lazy,
                     control_pieces=self._think_tokens,
                     call_markers=self._marker_tokens,
@@ -360,6 +363,7 @@ class LlamaCppEngine:
                     shown=shown,
                     budget=budget,
                 )
+                self._check_room(sampling, request.sampling)
                 job.events = iter(constraint.wrap(events))
                 jobs.append(job)
         ticket.open = len(jobs)
@@ -392,6 +396,17 @@ class LlamaCppEngine:
             return calls, checked_grammar(self._loaded(), calls.schema, "tools")
         except Unsupported:
             return calls, None
+
+    def _check_room(self, sampling: Sampling, params: SamplingParams) -> None:
+        """An output held to a grammar needs room for its shortest complete form: a smaller
+        `max_tokens` could only give a broken document, so it is refused."""
+        least = sampling.least()
+        if params.max_tokens is not None and params.max_tokens < least:
+            raise InvalidRequest(
+                f"'{params.max_tokens_param}' is {params.max_tokens}, but the shortest output the requested "
+                f"format or tool call allows takes {least} tokens.",
+                param=params.max_tokens_param,
+            )
 
     def _check_fits(self, tokens: list[int], request: GenerationRequest) -> None:
         if not tokens:
@@ -439,9 +454,12 @@ class LlamaCppEngine:
         closing: list[int] = []  # the block's closing marker, forced once the thinking budget is spent
         reason: FinishReason = "length"
         while produced < limit:
-            token = sampling.force(closing.pop(0)) if closing else sampling.sample(job.logits, decoder.context)
+            if closing:
+                token = sampling.force(closing.pop(0))
+            else:
+                token = sampling.sample(job.logits, decoder.context, limit - produced)
             if model.is_end(token):
-                reason = "stop"
+                reason = "length" if sampling.cut else "stop"  # closed early for its budget: still cut
                 break
             produced += 1
             self.decoded_tokens += 1

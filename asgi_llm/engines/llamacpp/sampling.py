@@ -20,12 +20,15 @@ from llama_cpp.llama_grammar import json_schema_to_gbnf
 from ...core.errors import InternalError, Unsupported
 from ...core.events import TokenLogprob, TopLogprob
 from ...core.requests import SamplingParams
+from ..decoding.closing import Closer
 from ..decoding.constraints import LazyCalls
+from ..decoding.gbnf import Grammar, GrammarError, parse
 from ..decoding.grammar import Schema, harden
+from ..decoding.tool_calls import JsonValues
 from ..decoding.tool_detect import CallDetector, trigger_grammar
 from .native import Model
 
-__all__ = ["Sampling", "checked_grammar", "logprob"]
+__all__ = ["Sampling", "checked_grammar", "logprob", "readable", "spelling"]
 
 log = logging.getLogger("asgi_llm.engine")
 internals: Any = _internals  # untyped; only its sampler chain is used
@@ -48,6 +51,28 @@ def checked_grammar(model: Model, schema: Schema, param: str) -> str:
         raise Unsupported(f"The schema in '{param}' cannot be enforced while decoding.", param=param)
     llama_cpp.llama_sampler_free(sampler)
     return gbnf
+
+
+def readable(gbnf: str) -> Grammar | None:
+    """`gbnf` read for the closing watch; None (the output then goes unwatched) where it cannot be."""
+    try:
+        return parse(gbnf)
+    except (GrammarError, IndexError, ValueError):
+        log.warning("a generated grammar could not be read for the closing watch", exc_info=True)
+        return None
+
+
+def spelling(model: Model, text: str) -> list[int]:
+    """Tokens that spell exactly `text` in the middle of an output. A tokenizer that puts a space
+    before a text's first word (SentencePiece) is given a newline to start with, and its tokens dropped."""
+    tokens = model.tokenize(text, add_bos=False, special=False)
+    if b"".join(model.piece(t) for t in tokens) == text.encode("utf-8"):
+        return tokens
+    marked = model.tokenize("\n" + text, add_bos=False, special=False)
+    for start in (1, 2):
+        if b"".join(model.piece(t) for t in marked[start:]) == text.encode("utf-8"):
+            return marked[start:]
+    return tokens
 
 
 def logprob(model: Model, logits: Any, token: int, piece: bytes, top_n: int) -> TokenLogprob:
@@ -112,8 +137,9 @@ def _allows(grammar: Any, token: int) -> bool:
     return math.isfinite(data[0].logit)
 
 
-def _primed(model: Model, gbnf: str, text: str) -> Any:
-    """A grammar sampler that has taken `text` already, or None where it would not.
+def _primed(model: Model, gbnf: str, text: str) -> tuple[Any, str] | None:
+    """A grammar sampler that has taken `text` already, and the text as its tokens spell it;
+    None where it would not.
 
     A token the grammar does not allow must never reach `llama_sampler_accept`: llama.cpp
     throws from there, and an exception cannot cross into Python. Each is checked first.
@@ -134,7 +160,7 @@ def _primed(model: Model, gbnf: str, text: str) -> Any:
     if not primed:
         llama_cpp.llama_sampler_free(grammar)
         return None
-    return grammar
+    return grammar, spelled
 
 
 class Sampling:
@@ -144,6 +170,10 @@ class Sampling:
     is it applied to the whole vocabulary and the pick made again (llama.cpp's own server does the
     same): most tokens cost one check instead of a pass over every token. With `lazy` calls the
     text is watched, and the grammar joins once a call begins, primed with the call so far.
+
+    A grammar comes with a `Closer`, which ends the output inside the grammar before its token
+    budget runs out; with `distinct` set, a complete JSON value at that nesting level (a call)
+    that repeats an earlier one ends the output too.
     """
 
     def __init__(
@@ -154,6 +184,8 @@ class Sampling:
         index: int,
         *,
         grammar: str | None = None,
+        shape: Grammar | None = None,
+        distinct: int | None = None,
         lazy: tuple[LazyCalls, str | None] | None = None,
         control_pieces: Mapping[int, bytes] = {},
         call_markers: Mapping[int, bytes] = {},
@@ -166,15 +198,31 @@ class Sampling:
         self._call_markers = call_markers  # tool-call markers that are control tokens
         self._grammar: Any = None
         self._candidates: Any = None
+        self._closer: Closer | None = None
         if grammar is not None:
-            self._hold(_grammar_sampler(model, grammar))
+            self._hold(_grammar_sampler(model, grammar), shape)
+        self._values = JsonValues(distinct) if distinct is not None else None
+        self._seen: set[str] = set()
         self._watching = lazy is not None  # for calls in free text
         self._lazy = lazy if lazy is not None and lazy[1] is not None else None
         self._trigger = CallDetector(self._lazy[0].checks) if self._lazy is not None else None
 
-    def _hold(self, grammar: Any) -> None:
+    def _hold(self, grammar: Any, shape: Grammar | None, primed: str = "") -> None:
         self._grammar = grammar
         weakref.finalize(self, llama_cpp.llama_sampler_free, grammar)
+        if shape is not None:
+            model = self._model
+            self._closer = Closer(shape, lambda text: spelling(model, text), model.piece, model.is_end, model.eos)
+            self._closer.took(primed)
+
+    def least(self) -> int:
+        """The fewest tokens this choice's output can take under its grammar (0 without one)."""
+        return self._closer.least() if self._closer is not None else 0
+
+    @property
+    def cut(self) -> bool:
+        """Whether the output was closed early because its budget was running out."""
+        return self._closer is not None and self._closer.cut
 
     def piece(self, token: int) -> bytes:
         """The token's bytes; a reasoning marker's, and while calls are watched for a call marker's,
@@ -186,8 +234,9 @@ class Sampling:
             return self._call_markers.get(token, piece)
         return piece
 
-    def sample(self, row: int, context: Any) -> int:
-        """The next token from batch row `row` of the last decode on `context`."""
+    def sample(self, row: int, context: Any, remaining: int) -> int:
+        """The next token from batch row `row` of the last decode on `context`, `remaining` tokens
+        being left to the output (this one included)."""
         if self._grammar is None:
             return int(self._chain.sample(context, row))
         if self._remembers:
@@ -196,6 +245,9 @@ class Sampling:
             token = int(self._chain.sample(context, row))
         if not _allows(self._grammar, token):
             token = self._pick(row, self._grammar)
+        if self._closer is not None:
+            grammar = self._grammar
+            token = self._closer.choose(token, remaining, lambda t: _allows(grammar, t))
         if self._remembers:
             llama_cpp.llama_sampler_accept(self._chain.sampler, token)
         llama_cpp.llama_sampler_accept(self._grammar, token)
@@ -207,6 +259,8 @@ class Sampling:
         llama_cpp.llama_sampler_accept(self._chain.sampler, token)
         if self._grammar is not None:
             llama_cpp.llama_sampler_accept(self._grammar, token)
+        if self._closer is not None:
+            self._closer.took(self._model.piece(token))
         return token
 
     def _pick(self, row: int, grammar: Any) -> int:
@@ -227,6 +281,11 @@ class Sampling:
         return int(candidates["id"][view.selected])
 
     def saw(self, text: str) -> None:
+        if self._values is not None and self._closer is not None:
+            for value in self._values.feed(text):
+                if _canonical(value) in self._seen:
+                    self._closer.close()
+                self._seen.add(_canonical(value))
         trigger = self._trigger
         if trigger is None or self._lazy is None:
             return
@@ -237,6 +296,14 @@ class Sampling:
         calls, call_gbnf = self._lazy
         assert call_gbnf is not None
         gbnf = trigger_grammar(call_gbnf, trigger.marker or "", trigger.call_text, calls.parallel)
-        grammar = _primed(self._model, gbnf, trigger.call_text)
-        if grammar is not None:
-            self._hold(grammar)
+        primed = _primed(self._model, gbnf, trigger.call_text)
+        if primed is not None:
+            grammar, spelled = primed
+            self._hold(grammar, readable(gbnf), spelled)
+
+
+def _canonical(value: str) -> str:
+    try:
+        return json.dumps(json.loads(value), sort_keys=True)
+    except ValueError:
+        return value
