@@ -28,6 +28,11 @@ async def home() -> dict[str, str]:
     return {"hello": "from FastAPI"}
 
 
+@app.get("/api/status")
+async def status() -> dict[str, str]:
+    return {"status": "the host's own /api route"}  # beside Ollama's /api/*, untouched
+
+
 @app.get("/summarize")
 async def summarize(text: str) -> StreamingResponse:
     """The host's own route using the model in-process, streamed to its client as it is written.

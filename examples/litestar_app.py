@@ -19,7 +19,12 @@ async def home() -> dict[str, str]:
     return {"hello": "from Litestar"}
 
 
+@get("/api/status")
+async def status() -> dict[str, str]:
+    return {"status": "the host's own /api route"}  # beside Ollama's /api/*, untouched
+
+
 app = Litestar(
-    route_handlers=[home],
+    route_handlers=[home, status],
     plugins=[LLMPlugin(LLMConfig(Settings.from_env(), path="/v1", ollama_at_root=True))],
 )

@@ -26,8 +26,12 @@ async def home(request: Request) -> PlainTextResponse:
     return PlainTextResponse("Hello from Starlette")
 
 
+async def status(request: Request) -> PlainTextResponse:
+    return PlainTextResponse("the host's own /api route")  # beside Ollama's /api/*, untouched
+
+
 app = Starlette(
-    routes=[Route("/", home), Mount("/v1", app=llm)],
+    routes=[Route("/", home), Route("/api/status", status), Mount("/v1", app=llm)],
     # Ollama's /api/* at the root; every other request reaches the routes above untouched
     middleware=[Middleware(llm.sibling(OLLAMA, health_path=None).in_front_of)],
     lifespan=llm.lifespan,  # models load at startup and unload at shutdown

@@ -38,6 +38,7 @@ print("threads after shutdown:", ",".join(sorted(t.name for t in threading.enume
 
 
 NOT_FOUND = ("/api/no-such-page", 404, "Not Found")  # the host's own 404 beside Ollama's /api/*
+OWN_API = ("/api/status", 200, "the host's own /api route")  # the host's own route under /api
 
 
 @dataclass(frozen=True)
@@ -49,20 +50,26 @@ class Host:
 
 
 HOSTS = [
-    Host("starlette", EXAMPLES, "starlette_app:app", (("/", 200, "Hello from Starlette"), NOT_FOUND)),
+    Host("starlette", EXAMPLES, "starlette_app:app", (("/", 200, "Hello from Starlette"), OWN_API, NOT_FOUND)),
     Host(
         "fastapi",
         EXAMPLES,
         "fastapi_app:app",
-        (("/", 200, "from FastAPI"), ("/openapi.json", 200, "openapi"), (NOT_FOUND[0], 404, '{"detail":"Not Found"}')),
+        (
+            ("/", 200, "from FastAPI"),
+            ("/openapi.json", 200, "openapi"),
+            OWN_API,
+            (NOT_FOUND[0], 404, '{"detail":"Not Found"}'),
+        ),
     ),
-    Host("litestar", EXAMPLES, "litestar_app:app", (("/", 200, "from Litestar"), NOT_FOUND)),
+    Host("litestar", EXAMPLES, "litestar_app:app", (("/", 200, "from Litestar"), OWN_API, NOT_FOUND)),
     Host(
         "django",
         EXAMPLES / "django_project",
         "mysite.asgi:application",
         (
             ("/", 200, "Hello from Django"),
+            OWN_API,
             ("/admin/login/", 200, "Django administration"),
             ("/admin/", 302, ""),
             ("/static/admin/css/base.css", 200, "body"),
