@@ -61,7 +61,7 @@ def _assert_context_error(path: str, response: httpx.Response) -> None:
     assert response.status_code == 400, response.text
     body = response.json()
     if path.startswith("/api/"):
-        assert set(body) == {"error"}
+        assert set(body) == {"error", "request_id"} and body["request_id"] == response.headers["x-request-id"]
         assert "context length" in body["error"] or "embeds at most" in body["error"]
     elif "anthropic-version" in response.request.headers:
         assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"

@@ -72,13 +72,15 @@ def test_a_waiting_sse_stream_gets_headers_and_comments_then_an_error_event(url:
             assert response.headers["content-type"].startswith("text/event-stream")
             assert time.monotonic() - started < 1.5  # headers at once, not after the wait
             lines = _timed_lines(response)
+            request_id = response.headers["x-request-id"]
     assert lines[0][1] == ": queued" and lines[0][0] < 1.0
     data = [json.loads(line.removeprefix("data: ")) for _, line in lines if line.startswith("data: ")]
     assert lines[-1][0] >= TIMEOUT * 0.9
     if path == "/v1/chat/completions":
         assert data[-1]["error"]["code"] == "overloaded" and "waited" in data[-1]["error"]["message"]
     elif path == "/v1/messages":
-        assert data[-1] == {"type": "error", "error": {"type": "overloaded_error", "message": data[-1]["error"]["message"]}}
+        message = data[-1]["error"]["message"]
+        assert data[-1] == {"type": "error", "error": {"type": "overloaded_error", "message": message}, "request_id": request_id}
     else:
         assert data[-1]["type"] == "response.failed"  # Responses' error codes are a fixed set
         assert data[-1]["response"]["error"]["code"] == "server_error" and "waited" in data[-1]["response"]["error"]["message"]
@@ -104,7 +106,8 @@ def test_a_waiting_request_past_the_timeout_is_503_with_retry_after(url: str, pa
     elif path == "/v1/messages":
         assert error["type"] == "error" and error["error"]["type"] == "overloaded_error"
     else:
-        assert set(error) == {"error"} and "waited" in error["error"]
+        assert set(error) == {"error", "request_id"} and "waited" in error["error"]
+        assert error["request_id"] == response.headers["x-request-id"]
 
 
 def test_a_waiting_ollama_stream_gets_headers_at_once_then_an_error_line(url: str) -> None:
