@@ -95,6 +95,7 @@ class ModelConfig(BaseModel):
     )
     max_queue: int = Field(default=64, ge=0, description="Requests that may wait for a free sequence; beyond: 503.")
     keep_alive: float | None = Field(default=None, description="Seconds idle before unloading; None = never.")
+    pin: bool = Field(default=False, description="Never unloaded to make room for another model, nor when idle.")
     # An upstream model: an OpenAI-compatible server (llama.cpp's server, vLLM, a cloud, another asgi-llm).
     backend: Literal["local", "upstream"] | None = Field(
         default=None, description="`local` (the GGUF `path`) or `upstream` (`base_url`); None = upstream iff a base_url is set."
@@ -164,6 +165,21 @@ class LimitsConfig(BaseModel):
     max_tokens: int | None = Field(default=None, ge=1, description="Default and ceiling of a request's max_tokens.")
 
 
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3,
+          "t": 1000**4, "tb": 1000**4, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
+
+
+def _parse_size(value: str) -> int:
+    """`2GiB`, `512 MB`, `1.5g` or a plain number of bytes, as bytes."""
+    text = value.strip().lower().replace(" ", "")
+    number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = text[len(number) :]
+    try:
+        return int(float(number) * _UNITS[unit])
+    except (KeyError, ValueError):
+        raise ValueError(f"not a size: {value!r} (bytes, or a unit such as MiB, GiB, GB)") from None
+
+
 _KEY_NAME = r"[A-Za-z0-9_.@:-]{1,64}"
 
 
@@ -202,6 +218,9 @@ class Settings(BaseModel):
     models: tuple[ModelConfig, ...] = (ModelConfig(embeddings=True, aliases=("default",)),)
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
     retry_after_seconds: int = Field(default=1, ge=0)
+    max_loaded_models: int | None = Field(default=None, ge=1, description="Local models loaded at once; beyond: the least recently used idle one unloads.")
+    memory_budget: int | None = Field(default=None, ge=1, description="Bytes (or `8GiB`) the estimated costs of loaded local models may add up to.")
+    load_wait_seconds: float = Field(default=30.0, ge=0, description="How long a load waits for requests on the models it must unload; then 503.")
     max_pending: int = Field(default=256, ge=1, description="Requests held by all models at once; beyond: 503.")
     state_store: Literal["memory", "sqlite"] = Field(default="memory", description="Where stored Responses live.")
     state_path: str = Field(default="asgi-llm-state.sqlite3", description="The SQLite file, for state_store = sqlite.")
@@ -218,6 +237,11 @@ class Settings(BaseModel):
     cors_origins: tuple[str, ...] = Field(
         default=(), description="Origins a web page may call `asgi-llm serve` from (`*`: any); a mounted app leaves CORS to its host."
     )
+
+    @field_validator("memory_budget", mode="before")
+    @classmethod
+    def _size(cls, value: Any) -> Any:
+        return _parse_size(value) if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _unique_names(self) -> Settings:

@@ -20,6 +20,7 @@ from .errors import (
     RouteNotFound,
     Unauthorized,
     Unavailable,
+    InsufficientMemory,
     Unsupported,
 )
 from .events import (
@@ -107,6 +108,7 @@ __all__ = [
     "TopLogprob",
     "Unauthorized",
     "Unavailable",
+    "InsufficientMemory",
     "Unsupported",
     "Usage",
     "total_usage",
