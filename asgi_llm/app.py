@@ -33,6 +33,7 @@ from .middleware import (
     UsageMiddleware,
     Verifier,
 )
+from .middleware.admin import ADMIN_PATHS, AdminMiddleware
 from .http.context import REQUEST, request_state
 from .pool import ModelPool
 from .http.routing import Match, Router, route_path
@@ -253,6 +254,7 @@ def default_middleware(pool: ModelPool, *, verify: Verifier | None = None) -> tu
     if settings.usage_log:
         sinks.append(LoggingSink())
     probes = ("/health", *([settings.metrics_path] if settings.metrics_path else []))  # neither recorded nor limited
+    probes = (*probes, *(ADMIN_PATHS if settings.admin_api else ()))
     layers: list[Layer] = [functools.partial(UsageMiddleware, sinks=sinks, exclude=probes)]
     keys = settings.all_api_keys()
     if settings.auth_enabled or verify is not None:
@@ -265,6 +267,8 @@ def default_middleware(pool: ModelPool, *, verify: Verifier | None = None) -> tu
         layers.append(functools.partial(LimitsMiddleware, limiter=limiter, exempt=(*settings.public_paths, *probes)))
     if settings.metrics_path:
         layers.append(functools.partial(MetricsMiddleware, metrics=metrics, path=settings.metrics_path))
+    if settings.admin_api:
+        layers.append(functools.partial(AdminMiddleware, pool=pool, max_body_bytes=settings.max_body_bytes))
     return tuple(layers)
 
 

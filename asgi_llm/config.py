@@ -220,6 +220,7 @@ class Settings(BaseModel):
     retry_after_seconds: int = Field(default=1, ge=0)
     max_loaded_models: int | None = Field(default=None, ge=1, description="Local models loaded at once; beyond: the least recently used idle one unloads.")
     memory_budget: int | None = Field(default=None, ge=1, description="Bytes (or `8GiB`) the estimated costs of loaded local models may add up to.")
+    admin_api: bool = Field(default=True, description="`POST /models/load`, `/models/unload`, `GET /admin/models` for operator keys.")
     load_wait_seconds: float = Field(default=30.0, ge=0, description="How long a load waits for requests on the models it must unload; then 503.")
     max_pending: int = Field(default=256, ge=1, description="Requests held by all models at once; beyond: 503.")
     state_store: Literal["memory", "sqlite"] = Field(default="memory", description="Where stored Responses live.")

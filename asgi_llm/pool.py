@@ -171,6 +171,35 @@ class ModelPool:
                 self._room.set()
                 self._arm(slot)
 
+    async def load(self, name: str) -> None:
+        """Load `name` now (unloading others as the residency limits ask) and wait until it is ready."""
+        slot = self._slot(name)
+        if slot.state == "failed":  # an operator's explicit load retries a failed one
+            slot.state, slot.error = "unloaded", None
+        slot.last_used = time.monotonic()
+        if slot.state == "loading":
+            slot.waited = True
+        await self._ready(slot)
+
+    def residency(self) -> list[dict[str, Any]]:
+        """Every model's state, estimated memory, pin and last use: the operators' model list."""
+        now, wall = time.monotonic(), time.time()
+        return [
+            {
+                "id": s.config.id,
+                "aliases": list(s.config.aliases),
+                "state": s.state,
+                **({"error": s.error} if s.error else {}),
+                "backend": "upstream" if s.config.is_upstream else "local",
+                "pinned": s.config.pin,
+                "estimated_memory": None if s.config.is_upstream else s.cost.as_dict(),
+                "requests_in_flight": s.active,
+                "last_used": round(wall - (now - s.last_used), 3) if s.last_used else None,
+                "expires_at": s.expires_at,
+            }
+            for s in self._slots
+        ]
+
     async def unload(self, name: str) -> None:
         """Unload now, unless requests are using it (then it unloads when they finish)."""
         slot = self._slot(name)

@@ -8,6 +8,7 @@ the header states, and compute buffers from the batch size.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..config import ModelConfig
@@ -36,7 +37,7 @@ class MemoryEstimate:
         return {"weights": self.weights, "kv_cache": self.kv_cache, "compute": self.compute, "total": self.total}
 
 
-def _int(metadata: dict[str, str | int | float | bool], key: str, default: int = 0) -> int:
+def _int(metadata: Mapping[str, str | int | float | bool], key: str, default: int = 0) -> int:
     value = metadata.get(key)
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
 
