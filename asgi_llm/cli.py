@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--model", metavar="PATH", help="GGUF file to serve (default: the packaged SmolLM2-135M-Instruct)")
     serve.add_argument("--model-id", metavar="NAME", help="name clients use for --model (default: the file's stem)")
     serve.add_argument("--config", metavar="FILE", help="settings file (.toml, .yaml or .json)")
+    serve.add_argument("--models-dir", metavar="DIR", help="serve every GGUF in DIR by file stem, loaded on first use")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
@@ -61,6 +62,8 @@ _MODEL_OPTIONS = ("n_ctx", "parallel", "n_threads", "n_gpu_layers", "main_gpu", 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     settings = Settings.from_file(args.config).with_env_keys() if args.config else Settings.from_env()
     settings = settings.with_keys(args.api_key)
+    if args.models_dir:
+        settings = settings.model_copy(update={"models_dir": args.models_dir})
     if args.cors_origin:
         settings = settings.model_copy(update={"cors_origins": (*settings.cors_origins, *args.cors_origin)})
     overrides: dict[str, Any] = {name: getattr(args, name) for name in _MODEL_OPTIONS if getattr(args, name) is not None}

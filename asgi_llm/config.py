@@ -218,6 +218,9 @@ class Settings(BaseModel):
     models: tuple[ModelConfig, ...] = (ModelConfig(embeddings=True, aliases=("default",)),)
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
     retry_after_seconds: int = Field(default=1, ge=0)
+    models_dir: str | None = Field(
+        default=None, description="Serve every `*.gguf` here by file stem, loaded on first use; `models` entries of that id override its options."
+    )
     max_loaded_models: int | None = Field(default=None, ge=1, description="Local models loaded at once; beyond: the least recently used idle one unloads.")
     memory_budget: int | None = Field(default=None, ge=1, description="Bytes (or `8GiB`) the estimated costs of loaded local models may add up to.")
     admin_api: bool = Field(default=True, description="`POST /models/load`, `/models/unload`, `GET /admin/models` for operator keys.")
@@ -256,6 +259,26 @@ class Settings(BaseModel):
         if len(key_names) != len(set(key_names)):
             raise ValueError("API key names must be unique")
         return self
+
+    def with_models_dir(self) -> Settings:
+        """`models` with one entry per GGUF in `models_dir` (read now): an entry of the file's
+        stem without a `path` is that file's options (loaded on first use unless it says
+        `load`); one with a `path` wins over the file. Without `models` set, the files replace
+        the default model."""
+        if self.models_dir is None:
+            return self
+        files = {f.stem: f for f in sorted(Path(self.models_dir).glob("*.gguf")) if f.is_file()}
+        explicit = "models" in self.model_fields_set
+        models: list[ModelConfig] = []
+        for model in self.models if explicit else ():
+            file = files.pop(model.id, None) if model.path is None and not model.is_upstream else None
+            if file is not None:
+                lazy = {} if "load" in model.model_fields_set else {"load": "lazy"}
+                model = model.model_copy(update={"path": str(file), **lazy})
+            models.append(model)
+        taken = {name for model in models for name in model.names}
+        models += [ModelConfig(id=stem, path=str(f), load="lazy") for stem, f in files.items() if stem not in taken]
+        return self.model_copy(update={"models": tuple(models)})
 
     @property
     def auth_enabled(self) -> bool:

@@ -208,6 +208,7 @@ class ModelPool:
             await self._unload(slot)
 
     def _serve(self, settings: Settings) -> None:
+        settings = settings.with_models_dir()
         self.settings = settings
         self._slots = [_Slot(config) for config in settings.models]
         self._by_name = {name: slot for slot in self._slots for name in slot.config.names}

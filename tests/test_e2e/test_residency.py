@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import openai
@@ -76,3 +77,19 @@ def test_an_operator_unloads_and_loads_over_http(url: str) -> None:
     assert "three" not in loaded(url)
     assert httpx.post(f"{url}/models/load", json={"model": "two"}, timeout=60).status_code == 200
     assert loaded(url) == ["one", "two"]
+
+
+def test_models_dir_serves_each_gguf_by_stem_on_first_use(tmp_path: Path) -> None:
+    for stem in ("tiny-a", "tiny-b"):
+        (tmp_path / f"{stem}.gguf").symlink_to(default_model_path())
+    override = ModelConfig(id="tiny-b", n_ctx=512, parallel=1, n_threads=1)
+    settings = Settings(models=(override,), models_dir=str(tmp_path), max_loaded_models=1)
+    llm = LLMApp(pool=ModelPool(settings), adapters=(OPENAI, OLLAMA))
+    with run_uvicorn(llm) as address:  # type: ignore[arg-type]
+        listed = httpx.get(f"{address}/models").json()["data"]
+        assert sorted(m["id"] for m in listed) == ["tiny-a", "tiny-b"] and loaded(address) == []
+        assert ask(address, "tiny-b") == "tiny-b"
+        health = httpx.get(f"{address}/health").json()
+        assert {m["id"]: m["state"] for m in health["models"]} == {"tiny-b": "ready", "tiny-a": "unloaded"}
+        assert health["models"][0]["backend"]["n_ctx"] == 512  # the config entry's override
+        assert ask(address, "tiny-a") == "tiny-a" and loaded(address) == ["tiny-a"]
