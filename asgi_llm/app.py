@@ -153,6 +153,11 @@ class LLMApp:
             return match, match.target[1]
         return match, next((a for a in self._adapters if a.signature_header in headers), self._adapters[0])
 
+    async def reload(self, settings: Settings | None = None) -> None:
+        """Serve new settings' models and keys without a restart (default: the same settings
+        re-read: the keys file, `models_dir`); see `ModelPool.reload`."""
+        await self.pool.reload(settings)
+
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Any = None) -> AsyncIterator[None]:
         """Start the pool (models load in the background) and stop it on exit."""
@@ -258,7 +263,15 @@ def default_middleware(pool: ModelPool, *, verify: Verifier | None = None) -> tu
     layers: list[Layer] = [functools.partial(UsageMiddleware, sinks=sinks, exclude=probes)]
     keys = settings.all_api_keys()
     if settings.auth_enabled or verify is not None:
-        verifier = _verifier(keys, verify) or KeyStore()  # a keys file with no keys lets no one in
+        current: list[Verifier] = [_verifier(keys, verify) or KeyStore()]  # a keys file with no keys lets no one in
+
+        def rekey(new: Settings) -> None:  # `pool.reload()`: added keys work and revoked ones fail at once
+            current[0] = _verifier(new.all_api_keys(), verify) or KeyStore()
+
+        async def verifier(key: str) -> KeyInfo | None:
+            return await current[0](key)
+
+        pool.reloaded.append(rekey)
         public, limit = settings.public_paths, settings.max_body_bytes
         layers.append(functools.partial(AuthMiddleware, verify=verifier, public=public, max_body_bytes=limit))
     default = _limits(settings.limits)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from .config import DefaultModelMissing, ModelConfig, Settings
@@ -102,7 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     import uvicorn
 
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s:     %(name)s: %(message)s")
-    uvicorn.run(standalone_app(settings), host=args.host, port=args.port, log_level=args.log_level, lifespan="on")
+    app = standalone_app(settings, reread=lambda: settings_from_args(args), watch=[args.config] if args.config else [])
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, lifespan="on")
     return 0
 
 
@@ -121,10 +123,14 @@ def _discovered(settings: Settings) -> Settings:
         raise ValueError(f"model discovery failed: {exc.message}") from None
 
 
-def standalone_app(settings: Settings) -> Any:
+def standalone_app(
+    settings: Settings, *, reread: Callable[[], Settings] | None = None, watch: Sequence[str] = ()
+) -> Any:
     """OpenAI and Anthropic at `/v1` (where their clients look), Ollama's `/api/*` at the root
     (where Ollama clients look), all on one pool, with one lifespan. With `cors_origins`, CORS
-    wraps it all, so a preflight is answered on every route before any key is asked for."""
+    wraps it all, so a preflight is answered on every route before any key is asked for.
+    With `reread`, SIGHUP and a change of a `watch` file, the keys file or `models_dir` serve
+    what `reread()` gives without a restart."""
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.middleware.cors import CORSMiddleware
@@ -148,7 +154,22 @@ def standalone_app(settings: Settings) -> Any:
         )
     ]
     routes = [Mount("/v1", app=api), Mount("/", app=root)]
-    return Starlette(routes=routes, middleware=cors if settings.cors_origins else [], lifespan=api.lifespan)
+    lifespan: Any = api.lifespan
+    if reread is not None:
+        from .watch import reloading
+
+        def watched() -> list[str]:
+            now = api.pool.settings
+            return [*watch, *(p for p in (now.api_keys_file, now.models_dir) if p is not None)]
+
+        @contextlib.asynccontextmanager
+        async def watching(app: Any) -> AsyncIterator[None]:
+            async with api.lifespan(app), reloading(lambda: api.reload(reread()), watched):
+                yield
+
+        lifespan = watching
+
+    return Starlette(routes=routes, middleware=cors if settings.cors_origins else [], lifespan=lifespan)
 
 
 if __name__ == "__main__":

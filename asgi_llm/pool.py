@@ -90,9 +90,13 @@ class ModelPool:
         self.settings = self._configured = settings or Settings()
         self.thread = InferenceThread()
         self._factory = engine_factory or _engine_for
+        self._slots: list[_Slot] = []
+        self._by_name: dict[str, _Slot] = {}
         self._serve(self.settings)
         self._users = 0
         self._created = int(time.time())
+        self.reloaded: list[Callable[[Settings], None]] = []
+        """Called with the new settings after each `reload` (the auth layer re-reads its keys)."""
         self._admission = asyncio.Lock()  # one load at a time decides what it unloads
         self._room = asyncio.Event()  # set whenever a model unloads or goes idle
 
@@ -203,6 +207,60 @@ class ModelPool:
     async def unload(self, name: str) -> None:
         """Unload now, unless requests are using it (then it unloads when they finish)."""
         slot = self._slot(name)
+        slot.keep_alive, slot.unload_pending = 0, True
+        if slot.active == 0:
+            await self._unload(slot)
+
+    async def reload(self, settings: Settings | None = None) -> None:
+        """Serve `settings` (default: the same ones re-read: `models_dir` rescanned, the keys
+        file re-read) without a restart. New models are added (unloaded until used or, with
+        `load = "startup"`, loading now); removed ones leave the list at once and unload when
+        their requests finish; changed ones take their new options and reload when idle.
+        Requests in flight are never cut."""
+        if settings is not None:
+            self._configured = settings
+        new = self._configured
+        if any(m.is_upstream and m.discover for m in new.models):
+            from .engines.upstream import discover_settings  # imported only when discovery is asked for
+
+            new = await discover_settings(new)
+        new = new.with_models_dir()
+        old = {slot.config.id: slot for slot in self._slots}
+        slots: list[_Slot] = []
+        for config in new.models:
+            slot = old.pop(config.id, None)
+            if slot is None:
+                slot = _Slot(config)
+                if self.started:
+                    await self._read_facts(slot)
+            elif slot.config != config:
+                log.info("model %s changed: it reloads when idle", config.id)
+                slot.config = config
+                if self.started:
+                    await self._read_facts(slot)
+                if slot.state in ("ready", "loading") or slot.engine is not None:
+                    await self._retire(slot)
+                if slot.state == "failed":
+                    slot.state, slot.error = "unloaded", None
+            slots.append(slot)
+        for slot in old.values():
+            log.info("model %s removed", slot.config.id)
+            await self._retire(slot)
+        self.settings = new
+        self._slots = slots
+        self._by_name = {name: slot for slot in slots for name in slot.config.names}
+        for callback in self.reloaded:
+            callback(new)
+        if self.started:
+            for slot in slots:
+                if slot.config.load == "startup" and slot.state == "unloaded" and slot.engine is None:
+                    if self._shortfall(slot, [s for s in self._slots if s.resident]) is None:
+                        self._begin_load(slot, waited=False)
+
+    async def _retire(self, slot: _Slot) -> None:
+        """Unload now if idle, else when its requests finish."""
+        if slot.loading is not None and not slot.loading.done():
+            await asyncio.gather(slot.loading, return_exceptions=True)
         slot.keep_alive, slot.unload_pending = 0, True
         if slot.active == 0:
             await self._unload(slot)

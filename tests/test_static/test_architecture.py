@@ -74,7 +74,15 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.endpoint",
         "asgi_llm.pool",
     ),
-    "asgi_llm.cli": ("asgi_llm.core", "asgi_llm.config", "asgi_llm.adapters", "asgi_llm.app", "asgi_llm.engines.upstream"),
+    "asgi_llm.cli": (
+        "asgi_llm.core",
+        "asgi_llm.config",
+        "asgi_llm.adapters",
+        "asgi_llm.app",
+        "asgi_llm.engines.upstream",
+        "asgi_llm.watch",
+    ),
+    "asgi_llm.watch": (),
     "asgi_llm.contrib": (
         "asgi_llm.config",
         "asgi_llm.http.asgi",
