@@ -154,9 +154,15 @@ def standalone_app(
         )
     ]
     routes = [Mount("/v1", app=api), Mount("/", app=root)]
-    lifespan: Any = api.lifespan
+    from .progress import progress_bar
+    from .watch import reloading
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        async with progress_bar(api.pool.health, sys.stderr), api.lifespan(app):
+            yield
+
     if reread is not None:
-        from .watch import reloading
 
         def watched() -> list[str]:
             now = api.pool.settings
@@ -164,10 +170,10 @@ def standalone_app(
 
         @contextlib.asynccontextmanager
         async def watching(app: Any) -> AsyncIterator[None]:
-            async with api.lifespan(app), reloading(lambda: api.reload(reread()), watched):
+            async with lifespan(app), reloading(lambda: api.reload(reread()), watched):
                 yield
 
-        lifespan = watching
+        return Starlette(routes=routes, middleware=cors if settings.cors_origins else [], lifespan=watching)
 
     return Starlette(routes=routes, middleware=cors if settings.cors_origins else [], lifespan=lifespan)
 

@@ -71,6 +71,7 @@ class _Slot:
         self.facts = ModelFacts()
         self.cost = MemoryEstimate()
         self.last_used = 0.0
+        self.loading_engine: Engine | None = None  # the engine being loaded: its `progress`, if it reports one
         self.admitted = False  # a load past the residency limits, until it unloads
         """When a request last held it (monotonic): the least recent idle model unloads first."""
 
@@ -185,6 +186,14 @@ class ModelPool:
             slot.waited = True
         await self._ready(slot)
 
+    @staticmethod
+    def _progress(slot: _Slot) -> float | None:
+        """How far a loading model has read its weights (0 to 1), when its engine says."""
+        if slot.state != "loading":
+            return None
+        fraction = getattr(slot.loading_engine, "progress", None)
+        return round(float(fraction), 3) if isinstance(fraction, (int, float)) else 0.0
+
     def residency(self) -> list[dict[str, Any]]:
         """Every model's state, estimated memory, pin and last use: the operators' model list."""
         now, wall = time.monotonic(), time.time()
@@ -193,6 +202,7 @@ class ModelPool:
                 "id": s.config.id,
                 "aliases": list(s.config.aliases),
                 "state": s.state,
+                **({"progress": self._progress(s)} if s.state == "loading" else {}),
                 **({"error": s.error} if s.error else {}),
                 "backend": "upstream" if s.config.is_upstream else "local",
                 "pinned": s.config.pin,
@@ -405,6 +415,8 @@ class ModelPool:
     @staticmethod
     def _slot_health(slot: _Slot, limited: bool) -> dict[str, Any]:
         health: dict[str, Any] = {"id": slot.config.id, "state": slot.state}
+        if slot.state == "loading":
+            health["progress"] = ModelPool._progress(slot)
         if limited and not slot.config.is_upstream:
             health["estimated_memory"] = slot.cost.as_dict()
             health["pinned"] = slot.config.pin
@@ -431,14 +443,15 @@ class ModelPool:
                 log.warning("model %s not loaded: %s", slot.config.id, refusal.message)
                 return refusal
         try:
-            engine = self._factory(slot.config, self.thread)
+            engine = slot.loading_engine = self._factory(slot.config, self.thread)
             await engine.load()
         except Exception as exc:
+            slot.loading_engine = None
             slot.state, slot.error, slot.admitted = "failed", type(exc).__name__, False
             self._room.set()
             log.error("loading model %s failed: %s", slot.config.id, exc)
             return None
-        slot.engine, slot.state = engine, "ready"
+        slot.engine, slot.state, slot.loading_engine = engine, "ready", None
         if slot.active == 0:
             self._arm(slot)
         log.info("model %s ready in %.1fs", slot.config.id, time.perf_counter() - started)

@@ -164,3 +164,23 @@ async def _served(p: ModelPool, name: str) -> str:
         assert not engine.closed  # type: ignore[attr-defined]
         await asyncio.sleep(0)
         return model_id
+
+
+async def test_health_and_the_admin_list_show_a_loading_models_progress() -> None:
+    gate = asyncio.Event()
+
+    class Halfway(FakeEngine):
+        async def load(self) -> None:
+            self.progress = 0.5
+            await gate.wait()
+
+    p = ModelPool(Settings(models=(ModelConfig(id="m", path="m.gguf"),)), engine_factory=lambda c, t: Halfway(c))
+    await p.start()
+    await asyncio.sleep(0)
+    status, health = p.health()
+    assert status == 503 and health["models"][0] == {"id": "m", "state": "loading", "progress": 0.5}
+    assert p.residency()[0]["progress"] == 0.5
+    gate.set()
+    await p.wait_ready()
+    assert "progress" not in p.health()[1]["models"][0] and "progress" not in p.residency()[0]
+    await p.stop()

@@ -93,3 +93,14 @@ def test_models_dir_serves_each_gguf_by_stem_on_first_use(tmp_path: Path) -> Non
         assert {m["id"]: m["state"] for m in health["models"]} == {"tiny-b": "ready", "tiny-a": "unloaded"}
         assert health["models"][0]["backend"]["n_ctx"] == 512  # the config entry's override
         assert ask(address, "tiny-a") == "tiny-a" and loaded(address) == ["tiny-a"]
+
+
+@pytest.mark.anyio
+async def test_the_real_engine_reports_its_load_progress() -> None:
+    pool = ModelPool(Settings(models=(entry("solo"),)))
+    await pool.start()
+    try:
+        await pool.load("solo")
+        assert getattr(pool.loaded("solo"), "progress") == 1.0  # llama.cpp's callback reached the end
+    finally:
+        await pool.stop()

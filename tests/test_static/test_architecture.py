@@ -81,8 +81,10 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.app",
         "asgi_llm.engines.upstream",
         "asgi_llm.watch",
+        "asgi_llm.progress",
     ),
     "asgi_llm.watch": (),
+    "asgi_llm.progress": (),
     "asgi_llm.contrib": (
         "asgi_llm.config",
         "asgi_llm.http.asgi",
