@@ -72,6 +72,7 @@ class _Slot:
         self.cost = MemoryEstimate()
         self.last_used = 0.0
         self.loading_engine: Engine | None = None  # the engine being loaded: its `progress`, if it reports one
+        self.pinned = config.pin  # the config's, until an operator pins or unpins it
         self.admitted = False  # a load past the residency limits, until it unloads
         """When a request last held it (monotonic): the least recent idle model unloads first."""
 
@@ -194,6 +195,18 @@ class ModelPool:
         fraction = getattr(slot.loading_engine, "progress", None)
         return round(float(fraction), 3) if isinstance(fraction, (int, float)) else 0.0
 
+    def pin(self, name: str, pinned: bool = True) -> None:
+        """Pin (never unloaded to make room, nor when idle) or unpin `name`, until a reload changes its config."""
+        slot = self._slot(name)
+        if slot.pinned == pinned:
+            return
+        slot.pinned = pinned
+        if pinned:
+            self._disarm(slot)
+        elif slot.active == 0:
+            self._arm(slot)
+        self._room.set()
+
     def residency(self) -> list[dict[str, Any]]:
         """Every model's state, estimated memory, pin and last use: the operators' model list."""
         now, wall = time.monotonic(), time.time()
@@ -205,7 +218,7 @@ class ModelPool:
                 **({"progress": self._progress(s)} if s.state == "loading" else {}),
                 **({"error": s.error} if s.error else {}),
                 "backend": "upstream" if s.config.is_upstream else "local",
-                "pinned": s.config.pin,
+                "pinned": s.pinned,
                 "estimated_memory": None if s.config.is_upstream else s.cost.as_dict(),
                 "requests_in_flight": s.active,
                 "last_used": round(wall - (now - s.last_used), 3) if s.last_used else None,
@@ -245,7 +258,7 @@ class ModelPool:
                     await self._read_facts(slot)
             elif slot.config != config:
                 log.info("model %s changed: it reloads when idle", config.id)
-                slot.config = config
+                slot.config, slot.pinned = config, config.pin
                 if self.started:
                     await self._read_facts(slot)
                 if slot.state in ("ready", "loading") or slot.engine is not None:
@@ -327,7 +340,7 @@ class ModelPool:
 
     def _arm(self, slot: _Slot) -> None:
         """Schedule the idle unload its keep-alive asks for (a pinned model's only by an explicit unload)."""
-        if slot.keep_alive is None or slot.state != "ready" or (slot.config.pin and not slot.unload_pending):
+        if slot.keep_alive is None or slot.state != "ready" or (slot.pinned and not slot.unload_pending):
             return
         loop = asyncio.get_running_loop()
         slot.expires_at = time.time() + slot.keep_alive
@@ -419,7 +432,7 @@ class ModelPool:
             health["progress"] = ModelPool._progress(slot)
         if limited and not slot.config.is_upstream:
             health["estimated_memory"] = slot.cost.as_dict()
-            health["pinned"] = slot.config.pin
+            health["pinned"] = slot.pinned
         if slot.error:
             health["error"] = slot.error
         backend = slot.engine.describe() if slot.engine is not None else {}
@@ -481,14 +494,14 @@ class ModelPool:
                 if self._shortfall(slot, resident) is None:
                     slot.admitted = True
                     return
-                pinned = [s for s in resident if s.config.pin]
+                pinned = [s for s in resident if s.pinned]
                 limit = self._shortfall(slot, pinned)
                 if limit is not None:
                     raise InsufficientMemory(
                         f"The model '{slot.config.id}' (estimated {slot.cost.total} bytes) cannot be loaded within "
                         f"{limit}, even after unloading every unpinned model."
                     )
-                movable = sorted((s for s in resident if not s.config.pin), key=lambda s: s.last_used)
+                movable = sorted((s for s in resident if not s.pinned), key=lambda s: s.last_used)
                 idle = [s for s in movable if s.active == 0 and s.state == "ready"]
                 if idle:
                     log.info("unloading model %s to make room for %s", idle[0].config.id, slot.config.id)

@@ -1,5 +1,6 @@
 """Model residency for operators: `POST /models/load`, `POST /models/unload` (llama-server's
-router paths and bodies) and `GET /admin/models`, the richer list (state, memory, last use).
+router paths and bodies), `POST /models/pin` (`{"model": ..., "pinned": true}`) and
+`GET /admin/models`, the richer list (state, progress, memory, pin, last use).
 
 Operator keys only, as `/metrics`: loading and unloading change what every key is served.
 Put it inside the auth layer; without auth configured, as `/metrics`, anyone may call it.
@@ -20,7 +21,7 @@ from .policy import KeyInfo
 
 __all__ = ["AdminMiddleware", "Residency", "ADMIN_PATHS"]
 
-ADMIN_PATHS = ("/models/load", "/models/unload", "/admin/models")
+ADMIN_PATHS = ("/models/load", "/models/unload", "/models/pin", "/admin/models")
 _OPERATORS_ONLY = "Only an operator API key may load, unload or list the models' residency."
 
 
@@ -29,6 +30,7 @@ class Residency(Protocol):
 
     async def load(self, name: str) -> None: ...
     async def unload(self, name: str) -> None: ...
+    def pin(self, name: str, pinned: bool = True) -> None: ...
     def residency(self) -> Sequence[dict[str, Any]]: ...
 
 
@@ -45,6 +47,7 @@ class AdminMiddleware:
         self._routes: dict[tuple[str, str], Callable[[Scope, Receive], Awaitable[Any]]] = {
             ("POST", "/models/load"): self._load,
             ("POST", "/models/unload"): self._unload,
+            ("POST", "/models/pin"): self._pin,
             ("GET", "/admin/models"): self._list,
         }
 
@@ -67,22 +70,30 @@ class AdminMiddleware:
         except LLMError as error:
             await send_error(send, state[REQUEST], error)
 
-    async def _model(self, scope: Scope, receive: Receive) -> str:
+    async def _model(self, scope: Scope, receive: Receive, extra: tuple[str, ...] = ()) -> tuple[str, dict[str, Any]]:
         body = await json_body(scope, receive, self._limit)
         for field in body:
-            if field != "model":
+            if field != "model" and field not in extra:
                 raise InvalidRequest(f"Unknown field `{field}`: the body is {{\"model\": ...}}.", param=field)
         model = body.get("model")
         if not isinstance(model, str) or not model:
             raise InvalidRequest("`model` (a model id or alias) is required.", param="model")
-        return model
+        return model, body
+
+    async def _pin(self, scope: Scope, receive: Receive) -> dict[str, Any]:
+        model, body = await self._model(scope, receive, ("pinned",))
+        pinned = body.get("pinned", True)
+        if not isinstance(pinned, bool):
+            raise InvalidRequest("`pinned` must be true or false.", param="pinned")
+        self._pool.pin(model, pinned)
+        return {"success": True}
 
     async def _load(self, scope: Scope, receive: Receive) -> dict[str, Any]:
-        await self._pool.load(await self._model(scope, receive))
+        await self._pool.load((await self._model(scope, receive))[0])
         return {"success": True}
 
     async def _unload(self, scope: Scope, receive: Receive) -> dict[str, Any]:
-        await self._pool.unload(await self._model(scope, receive))
+        await self._pool.unload((await self._model(scope, receive))[0])
         return {"success": True}
 
     async def _list(self, scope: Scope, receive: Receive) -> dict[str, Any]:

@@ -70,3 +70,18 @@ async def test_admin_api_off_leaves_the_paths_to_the_protocols() -> None:
     llm = app(admin_api=False)
     async with llm.lifespan(), client(llm, "sk-ops") as http:
         assert (await http.post("/models/load", json={"model": "a"})).status_code in (404, 405)
+
+
+async def test_an_operator_pins_and_unpins_at_run_time() -> None:
+    llm = app(max_loaded_models=1)
+    async with llm.lifespan(), client(llm, "sk-ops") as http:
+        await http.post("/models/unload", json={"model": "b"})
+        assert (await http.post("/models/pin", json={"model": "b", "pinned": False})).status_code == 200
+        await http.post("/models/load", json={"model": "b"})
+        assert (await http.post("/models/pin", json={"model": "a"})).status_code == 200  # pinned: true by default
+        await http.post("/models/load", json={"model": "a"})  # b is no longer pinned: it makes room
+        listing = {m["id"]: m for m in (await http.get("/admin/models")).json()["data"]}
+        assert listing["a"]["state"] == "ready" and listing["a"]["pinned"]
+        assert listing["b"]["state"] == "unloaded" and not listing["b"]["pinned"]
+        bad = await http.post("/models/pin", json={"model": "a", "pinned": "yes"})
+        assert bad.status_code == 400 and "pinned" in bad.json()["error"]["message"]
