@@ -93,6 +93,7 @@ class ModelPool:
         self.thread = InferenceThread()
         self._factory = engine_factory or _engine_for
         self._slots: list[_Slot] = []
+        self._removed: list[_Slot] = []  # dropped by a reload while requests still held them
         self._by_name: dict[str, _Slot] = {}
         self._serve(self.settings)
         self._users = 0
@@ -133,11 +134,12 @@ class ModelPool:
         self._users -= 1
         if self._users > 0:
             return
-        for slot in self._slots:
+        for slot in (*self._slots, *self._removed):
             if slot.loading is not None:
                 await asyncio.gather(slot.loading, return_exceptions=True)
             await self._unload(slot)
             slot.loading = None
+        self._removed.clear()
         await self.thread.stop()
 
     async def wait_ready(self) -> None:
@@ -269,6 +271,7 @@ class ModelPool:
         for slot in old.values():
             log.info("model %s removed", slot.config.id)
             await self._retire(slot)
+        self._removed = [s for s in (*self._removed, *old.values()) if s.engine is not None]
         self.settings = new
         self._slots = slots
         self._by_name = {name: slot for slot in slots for name in slot.config.names}

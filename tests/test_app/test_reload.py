@@ -93,3 +93,15 @@ async def test_reload_rescans_models_dir(tmp_path: Path) -> None:
     await pool.reload()
     assert [c.id for c in pool.catalog()] == ["two"]
     await pool.stop()
+
+
+async def test_a_model_removed_while_busy_is_closed_at_stop_if_still_loaded() -> None:
+    made: list[FakeEngine] = []
+    pool = ModelPool(Settings(models=(ModelConfig(id="a", path="a.gguf"),)), engine_factory=factory(made))
+    await pool.start()
+    await pool.wait_ready()
+    async with pool.use("a"):
+        await pool.reload(Settings(models=(ModelConfig(id="b", path="b.gguf", load="lazy"),)))
+        assert not made[0].closed
+        await pool.stop()  # the host stops while the request still holds it
+    assert made[0].closed
