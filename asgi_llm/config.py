@@ -165,8 +165,8 @@ class LimitsConfig(BaseModel):
     max_tokens: int | None = Field(default=None, ge=1, description="Default and ceiling of a request's max_tokens.")
 
 
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3,
-          "t": 1000**4, "tb": 1000**4, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
+_UNITS = {"": 1, "b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
+_UNITS.update({unit + suffix: 1000**power for power, unit in enumerate("kmgt", 1) for suffix in ("", "b")})
 
 
 def _parse_size(value: str) -> int:

@@ -279,9 +279,9 @@ class ModelPool:
             callback(new)
         if self.started:
             for slot in slots:
-                if slot.config.load == "startup" and slot.state == "unloaded" and slot.engine is None:
-                    if self._shortfall(slot, [s for s in self._slots if s.resident]) is None:
-                        self._begin_load(slot, waited=False)
+                idle_startup = slot.config.load == "startup" and slot.state == "unloaded" and slot.engine is None
+                if idle_startup and self._shortfall(slot, [s for s in self._slots if s.resident]) is None:
+                    self._begin_load(slot, waited=False)
 
     async def _retire(self, slot: _Slot) -> None:
         """Unload now if idle, else when its requests finish."""

@@ -24,7 +24,9 @@ def render(models: list[dict[str, Any]]) -> str:
 
 
 @contextlib.asynccontextmanager
-async def progress_bar(health: Callable[[], tuple[int, dict[str, Any]]], stream: TextIO, *, interval: float = 0.2) -> AsyncIterator[None]:
+async def progress_bar(
+    health: Callable[[], tuple[int, dict[str, Any]]], stream: TextIO, *, interval: float = 0.2
+) -> AsyncIterator[None]:
     """Redraw the bar on `stream` while the block runs, if `stream` is a terminal."""
     if not stream.isatty():
         yield

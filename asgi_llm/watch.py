@@ -47,7 +47,7 @@ async def reloading(
             try:
                 await reload()
                 log.info("configuration reloaded")
-            except Exception as exc:  # a broken file must not stop the server
+            except Exception as exc:  # noqa: BLE001 - a broken file (any parser's error) must not stop the server
                 log.error("reload failed, still serving the previous configuration: %s", exc)
             watched = list(paths())
             seen = _stamps(watched)

@@ -20,7 +20,6 @@ import statistics
 import time
 
 import httpx
-
 from _server import ChildServer, cpu_busy
 
 
@@ -29,7 +28,9 @@ def app():  # type: ignore[no-untyped-def]
     from asgi_llm import LLMApp, ModelConfig, ModelPool, Settings
 
     path, threads = os.environ.get("BENCH_MODEL") or None, int(os.environ["BENCH_THREADS"])
-    models = tuple(ModelConfig(id=name, path=path, load="lazy", n_ctx=1024, parallel=1, n_threads=threads) for name in "ab")
+    models = tuple(
+        ModelConfig(id=name, path=path, load="lazy", n_ctx=1024, parallel=1, n_threads=threads) for name in "ab"
+    )
     return LLMApp(pool=ModelPool(Settings(models=models, max_loaded_models=1)))
 
 
@@ -55,15 +56,14 @@ def main() -> None:
         print(f"warning: the CPU was {busy:.0%} busy before the run")
     times: dict[str, list[float]] = {"cold": [], "warm": [], "evict": []}
     env = {"BENCH_MODEL": args.model, "BENCH_THREADS": str(args.threads)}
-    with ChildServer("residency:app", env) as server:
-        with httpx.Client(base_url=server.url, timeout=120) as client:
-            for _ in range(args.repeats):
-                for name in "ab":
-                    client.post("/models/unload", json={"model": name}).raise_for_status()
-                time.sleep(0.2)  # let the unloads finish
-                times["cold"].append(first_token(client, "a"))
-                times["warm"].append(first_token(client, "a"))
-                times["evict"].append(first_token(client, "b"))
+    with ChildServer("residency:app", env) as server, httpx.Client(base_url=server.url, timeout=120) as client:
+        for _ in range(args.repeats):
+            for name in "ab":
+                client.post("/models/unload", json={"model": name}).raise_for_status()
+            time.sleep(0.2)  # let the unloads finish
+            times["cold"].append(first_token(client, "a"))
+            times["warm"].append(first_token(client, "a"))
+            times["evict"].append(first_token(client, "b"))
     for case, values in times.items():
         print(f"{case:6s} median {statistics.median(values) * 1000:8.1f} ms   min {min(values) * 1000:8.1f} ms")
 

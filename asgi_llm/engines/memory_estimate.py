@@ -16,8 +16,17 @@ from ..core.catalog import ModelFacts
 
 __all__ = ["MemoryEstimate", "estimate_memory"]
 
-_KV_BYTES = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32, "q4_1": 20 / 32,
-             "iq4_nl": 18 / 32, "q5_0": 22 / 32, "q5_1": 24 / 32}
+_KV_BYTES = {
+    "f32": 4.0,
+    "f16": 2.0,
+    "bf16": 2.0,
+    "q8_0": 34 / 32,
+    "q4_0": 18 / 32,
+    "q4_1": 20 / 32,
+    "iq4_nl": 18 / 32,
+    "q5_0": 22 / 32,
+    "q5_1": 24 / 32,
+}
 _COMPUTE_FLOOR = 16 * 1024 * 1024
 
 
@@ -54,8 +63,11 @@ def estimate_memory(config: ModelConfig, facts: ModelFacts, file_size: int) -> M
     value_length = _int(meta, f"{arch}.attention.value_length", embedding // heads)
     per_sequence = config.n_ctx or _int(meta, f"{arch}.context_length", 4096)
     positions = per_sequence * config.parallel + (per_sequence if config.embeddings else 0)
-    per_position = layers * kv_heads * (key_length * _KV_BYTES[config.type_k or "f16"] + value_length * _KV_BYTES[config.type_v or "f16"])
+    per_position = (
+        layers
+        * kv_heads
+        * (key_length * _KV_BYTES[config.type_k or "f16"] + value_length * _KV_BYTES[config.type_v or "f16"])
+    )
     vocab = _int(meta, f"{arch}.vocab_size")
     compute = max(_COMPUTE_FLOOR, config.n_ubatch * (embedding * 4 * 8 + vocab * 4))
     return MemoryEstimate(weights=file_size, kv_cache=int(positions * per_position), compute=compute)
-

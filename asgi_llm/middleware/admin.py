@@ -19,7 +19,7 @@ from asgi_llm.http.context import KEY_INFO, REQUEST, Classify, request_info, req
 
 from .policy import KeyInfo
 
-__all__ = ["AdminMiddleware", "Residency", "ADMIN_PATHS"]
+__all__ = ["ADMIN_PATHS", "AdminMiddleware", "Residency"]
 
 ADMIN_PATHS = ("/models/load", "/models/unload", "/models/pin", "/admin/models")
 _OPERATORS_ONLY = "Only an operator API key may load, unload or list the models' residency."
@@ -74,7 +74,7 @@ class AdminMiddleware:
         body = await json_body(scope, receive, self._limit)
         for field in body:
             if field != "model" and field not in extra:
-                raise InvalidRequest(f"Unknown field `{field}`: the body is {{\"model\": ...}}.", param=field)
+                raise InvalidRequest(f'Unknown field `{field}`: the body is {{"model": ...}}.', param=field)
         model = body.get("model")
         if not isinstance(model, str) or not model:
             raise InvalidRequest("`model` (a model id or alias) is required.", param="model")

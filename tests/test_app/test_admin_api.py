@@ -20,7 +20,10 @@ KEYS = (
 
 
 def app(**settings: object) -> LLMApp:
-    models = (ModelConfig(id="a", path="a.gguf", load="lazy"), ModelConfig(id="b", path="b.gguf", load="lazy", pin=True))
+    models = (
+        ModelConfig(id="a", path="a.gguf", load="lazy"),
+        ModelConfig(id="b", path="b.gguf", load="lazy", pin=True),
+    )
     pool = ModelPool(Settings(models=models, api_keys=KEYS, **settings), engine_factory=lambda c, t: FakeEngine(c))  # type: ignore[arg-type]
     return LLMApp(pool=pool)
 

@@ -15,7 +15,10 @@ from asgi_llm.config import default_model_path
 
 
 def config(path: Path, keys: Path, *ids: str) -> None:
-    models = [{"id": i, "path": default_model_path(), "n_ctx": 256, "parallel": 1, "n_threads": 1, "load": "lazy"} for i in ids]
+    models = [
+        {"id": i, "path": default_model_path(), "n_ctx": 256, "parallel": 1, "n_threads": 1, "load": "lazy"}
+        for i in ids
+    ]
     path.write_text(json.dumps({"models": models, "api_keys_file": str(keys)}))
 
 
@@ -31,6 +34,7 @@ def test_serve_reloads_models_and_keys_from_its_files(asgi_llm_serve, tmp_path: 
     keys.write_text("alice=sk-alice\n")
     config(settings, keys, "one")
     with asgi_llm_serve("--config", str(settings)) as server:
+
         def ids(key: str) -> list[str]:
             reply = httpx.get(f"{server.url}/v1/models", headers={"authorization": f"Bearer {key}"})
             return sorted(m["id"] for m in reply.json()["data"]) if reply.status_code == 200 else []

@@ -101,6 +101,6 @@ async def test_the_real_engine_reports_its_load_progress() -> None:
     await pool.start()
     try:
         await pool.load("solo")
-        assert getattr(pool.loaded("solo"), "progress") == 1.0  # llama.cpp's callback reached the end
+        assert pool.loaded("solo").progress  # type: ignore[union-attr] == 1.0  # llama.cpp's callback reached the end
     finally:
         await pool.stop()

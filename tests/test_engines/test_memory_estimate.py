@@ -29,7 +29,9 @@ def test_the_packaged_model_estimate_follows_its_header_and_config() -> None:
     assert one.total == one.weights + one.kv_cache + one.compute
 
 
-@pytest.mark.parametrize(("text", "expected"), [("2GiB", 2 * 1024**3), ("512 MB", 512 * 10**6), ("1.5g", 1_500_000_000), ("1000", 1000)])
+@pytest.mark.parametrize(
+    ("text", "expected"), [("2GiB", 2 * 1024**3), ("512 MB", 512 * 10**6), ("1.5g", 1_500_000_000), ("1000", 1000)]
+)
 def test_memory_budget_accepts_units(text: str, expected: int) -> None:
     assert Settings(memory_budget=text).memory_budget == expected  # type: ignore[arg-type]
 
