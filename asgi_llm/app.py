@@ -35,6 +35,7 @@ from .middleware import (
     UsageMiddleware,
     Verifier,
 )
+from .middleware.admin import ADMIN_PATHS, AdminMiddleware
 from .http.context import REQUEST, request_id, request_state, with_request_id_header
 from .logs import serving_request, tag_own_loggers
 from .openapi import AppRoute, openapi_document, served_at
@@ -219,6 +220,11 @@ class LLMApp:
             return match, match.owner[1]
         return match, next((a for a in self._adapters if a.signature_header in headers), self._adapters[0])
 
+    async def reload(self, settings: Settings | None = None) -> None:
+        """Serve new settings' models and keys without a restart (default: the same settings
+        re-read: the keys file, `models_dir`); see `ModelPool.reload`."""
+        await self.pool.reload(settings)
+
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Any = None) -> AsyncIterator[None]:
         """Start the pool (models load in the background) and stop it on exit."""
@@ -366,11 +372,20 @@ def default_middleware(pool: ModelPool, *, verify: Verifier | None = None) -> tu
     if settings.usage_log:
         sinks.append(LoggingSink())
     probes = ("/health", *([settings.metrics_path] if settings.metrics_path else []))  # neither recorded nor limited
+    probes = (*probes, *(ADMIN_PATHS if settings.admin_api else ()))
     layers: list[Layer] = [functools.partial(UsageMiddleware, sinks=sinks, exclude=probes)]
     keys = settings.all_api_keys()
     if settings.auth_enabled or verify is not None:
         stored = SQLiteKeys(settings.keys_db) if settings.keys_db else None
-        verifier = _verifier(keys, stored, verify) or KeyStore()  # a keys file with no keys lets no one in
+        current: list[Verifier] = [_verifier(keys, stored, verify) or KeyStore()]  # a keys file with no keys lets no one in
+
+        def rekey(new: Settings) -> None:  # `pool.reload()`: added keys work and revoked ones fail at once
+            current[0] = _verifier(new.all_api_keys(), stored, verify) or KeyStore()
+
+        async def verifier(key: str) -> KeyInfo | None:
+            return await current[0](key)
+
+        pool.reloaded.append(rekey)
         public, limit = settings.public_paths, settings.max_body_bytes
         layers.append(functools.partial(AuthMiddleware, verify=verifier, public=public, max_body_bytes=limit))
     default = _limits(settings.limits)
@@ -379,6 +394,8 @@ def default_middleware(pool: ModelPool, *, verify: Verifier | None = None) -> tu
         layers.append(functools.partial(LimitsMiddleware, limiter=limiter, exempt=(*settings.public_paths, *probes)))
     if settings.metrics_path:
         layers.append(functools.partial(MetricsMiddleware, metrics=metrics, path=settings.metrics_path))
+    if settings.admin_api:
+        layers.append(functools.partial(AdminMiddleware, pool=pool, max_body_bytes=settings.max_body_bytes))
     return tuple(layers)
 
 

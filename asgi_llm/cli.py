@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import logging.config
 import os
 import sys
-from collections.abc import MutableMapping, Sequence
+from collections.abc import AsyncIterator, Callable, MutableMapping, Sequence
 from typing import Any
 
 from .config import DefaultModelMissing, ModelConfig, Settings
@@ -25,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--model", metavar="PATH", help="GGUF file to serve (default: the packaged SmolLM2-135M-Instruct)")
     serve.add_argument("--model-id", metavar="NAME", help="name clients use for --model (default: the file's stem)")
     serve.add_argument("--config", metavar="FILE", help="settings file (.toml, .yaml or .json)")
+    serve.add_argument("--models-dir", metavar="DIR", help="serve every GGUF in DIR by file stem, loaded on first use")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
@@ -79,6 +81,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         settings = settings.model_copy(update={"keys_db": settings.state_path})
     if args.log_json:
         settings = settings.model_copy(update={"log_format": "json"})
+    if args.models_dir:
+        settings = settings.model_copy(update={"models_dir": args.models_dir})
     if args.cors_origin:
         settings = settings.model_copy(update={"cors_origins": (*settings.cors_origins, *args.cors_origin)})
     overrides: dict[str, Any] = {name: getattr(args, name) for name in _MODEL_OPTIONS if getattr(args, name) is not None}
@@ -125,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.config.dictConfig(log_config)  # this process is ours: the app's own lines too
     else:
         logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s:     %(name)s: %(message)s")
-    app = standalone_app(settings)
+    app = standalone_app(settings, reread=lambda: settings_from_args(args), watch=[args.config] if args.config else [])
     run: dict[str, Any] = {"log_config": log_config} if log_config is not None else {}
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, lifespan="on", **run)
     return 0
@@ -161,11 +165,14 @@ _RATELIMIT_HEADERS = [
 ]
 
 
-def standalone_app(settings: Settings) -> Any:
+def standalone_app(
+    settings: Settings, *, reread: Callable[[], Settings] | None = None, watch: Sequence[str] = ()
+) -> Any:
     """OpenAI and Anthropic at `/v1` (where their clients look), Ollama's `/api/*` at the root
     (where Ollama clients look), all on one pool, with one lifespan. With `cors_origins`, CORS
     wraps it all, so a preflight is answered on every route before any key is asked for. The web
-    page is at `/ui` unless `web_ui` is false."""
+    page is at `/ui` unless `web_ui` is false. With `reread`, SIGHUP and a change of a `watch`
+    file, the keys file or `models_dir` serve what `reread()` gives without a restart."""
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.middleware.cors import CORSMiddleware
@@ -189,7 +196,28 @@ def standalone_app(settings: Settings) -> Any:
         )
     ]
     routes = [Mount("/v1", app=api), Mount("/", app=root)]
-    return Starlette(routes=routes, middleware=cors if settings.cors_origins else [], lifespan=api.lifespan)
+    from .progress import progress_bar
+    from .watch import reloading
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        async with progress_bar(api.pool.health, sys.stderr), api.lifespan(app):
+            yield
+
+    if reread is not None:
+
+        def watched() -> list[str]:
+            now = api.pool.settings
+            return [*watch, *(p for p in (now.api_keys_file, now.models_dir) if p is not None)]
+
+        @contextlib.asynccontextmanager
+        async def watching(app: Any) -> AsyncIterator[None]:
+            async with lifespan(app), reloading(lambda: api.reload(reread()), watched):
+                yield
+
+        return Starlette(routes=routes, middleware=cors if settings.cors_origins else [], lifespan=watching)
+
+    return Starlette(routes=routes, middleware=cors if settings.cors_origins else [], lifespan=lifespan)
 
 
 if __name__ == "__main__":

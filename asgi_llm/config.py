@@ -125,6 +125,7 @@ class ModelConfig(BaseModel):
         default=60.0, gt=0, description="Seconds a request may wait for a free sequence; beyond: 503 with Retry-After."
     )
     keep_alive: float | None = Field(default=None, description="Seconds idle before unloading; None = never.")
+    pin: bool = Field(default=False, description="Never unloaded to make room for another model, nor when idle.")
     # An upstream model: an OpenAI-compatible server (llama.cpp's server, vLLM, a cloud, another asgi-llm).
     backend: Literal["local", "upstream"] | None = Field(
         default=None, description="`local` (the GGUF `path`) or `upstream` (`base_url`); None = upstream iff a base_url is set."
@@ -194,6 +195,21 @@ class LimitsConfig(BaseModel):
     max_tokens: int | None = Field(default=None, ge=1, description="Default and ceiling of a request's max_tokens.")
 
 
+_UNITS = {"": 1, "b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
+_UNITS.update({unit + suffix: 1000**power for power, unit in enumerate("kmgt", 1) for suffix in ("", "b")})
+
+
+def _parse_size(value: str) -> int:
+    """`2GiB`, `512 MB`, `1.5g` or a plain number of bytes, as bytes."""
+    text = value.strip().lower().replace(" ", "")
+    number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = text[len(number) :]
+    try:
+        return int(float(number) * _UNITS[unit])
+    except (KeyError, ValueError):
+        raise ValueError(f"not a size: {value!r} (bytes, or a unit such as MiB, GiB, GB)") from None
+
+
 _KEY_NAME = r"[A-Za-z0-9_.@:-]{1,64}"
 
 
@@ -232,6 +248,13 @@ class Settings(BaseModel):
     models: tuple[ModelConfig, ...] = (ModelConfig(embeddings=True, aliases=("default",)),)
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
     retry_after_seconds: int = Field(default=1, ge=0)
+    models_dir: str | None = Field(
+        default=None, description="Serve every `*.gguf` here by file stem, loaded on first use; `models` entries of that id override its options."
+    )
+    max_loaded_models: int | None = Field(default=None, ge=1, description="Local models loaded at once; beyond: the least recently used idle one unloads.")
+    memory_budget: int | None = Field(default=None, ge=1, description="Bytes (or `8GiB`) the estimated costs of loaded local models may add up to.")
+    admin_api: bool = Field(default=True, description="`POST /models/load`, `/models/unload`, `GET /admin/models` for operator keys.")
+    load_wait_seconds: float = Field(default=30.0, ge=0, description="How long a load waits for requests on the models it must unload; then 503.")
     max_pending: int = Field(default=256, ge=1, description="Requests held by all models at once; beyond: 503.")
     state_store: Literal["memory", "sqlite"] = Field(default="memory", description="Where stored Responses live.")
     state_path: str = Field(default="asgi-llm-state.sqlite3", description="The SQLite file, for state_store = sqlite.")
@@ -258,6 +281,11 @@ class Settings(BaseModel):
         default=None, description="The chat and operator page at `/ui` below the mount; None = on for `asgi-llm serve` only."
     )
 
+    @field_validator("memory_budget", mode="before")
+    @classmethod
+    def _size(cls, value: Any) -> Any:
+        return _parse_size(value) if isinstance(value, str) else value
+
     @model_validator(mode="after")
     def _unique_names(self) -> Settings:
         seen: set[str] = set()
@@ -270,6 +298,26 @@ class Settings(BaseModel):
         if len(key_names) != len(set(key_names)):
             raise ValueError("API key names must be unique")
         return self
+
+    def with_models_dir(self) -> Settings:
+        """`models` with one entry per GGUF in `models_dir` (read now): an entry of the file's
+        stem without a `path` is that file's options (loaded on first use unless it says
+        `load`); one with a `path` wins over the file. Without `models` set, the files replace
+        the default model."""
+        if self.models_dir is None:
+            return self
+        files = {f.stem: f for f in sorted(Path(self.models_dir).glob("*.gguf")) if f.is_file()}
+        explicit = "models" in self.model_fields_set
+        models: list[ModelConfig] = []
+        for model in self.models if explicit else ():
+            file = files.pop(model.id, None) if model.path is None and not model.is_upstream else None
+            if file is not None:
+                lazy = {} if "load" in model.model_fields_set else {"load": "lazy"}
+                model = model.model_copy(update={"path": str(file), **lazy})
+            models.append(model)
+        taken = {name for model in models for name in model.names}
+        models += [ModelConfig(id=stem, path=str(f), load="lazy") for stem, f in files.items() if stem not in taken]
+        return self.model_copy(update={"models": tuple(models)})
 
     @property
     def auth_enabled(self) -> bool:

@@ -11,9 +11,20 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from .config import ModelConfig, Settings
-from .core import Engine, ModelCard, ModelFacts, ModelNotFound, ModelNotReady, ModelState, Overloaded
+from .core import (
+    Engine,
+    InsufficientMemory,
+    LLMError,
+    ModelCard,
+    ModelFacts,
+    ModelNotFound,
+    ModelNotReady,
+    ModelState,
+    Overloaded,
+)
 from .engines.gguf_metadata import read_facts
 from .engines.inference_thread import InferenceThread
+from .engines.memory_estimate import MemoryEstimate, estimate_memory
 
 __all__ = ["ModelPool", "EngineFactory"]
 
@@ -49,7 +60,7 @@ class _Slot:
         self.engine: Engine | None = None
         self.state: ModelState = "unloaded"
         self.error: str | None = None
-        self.loading: asyncio.Task[None] | None = None
+        self.loading: asyncio.Task[LLMError | None] | None = None
         self.waited = False  # requests wait for on-demand loads; during startup loading they get 503
         self.active = 0
         self.keep_alive: float | None = config.keep_alive
@@ -58,6 +69,17 @@ class _Slot:
         self.expiry: asyncio.TimerHandle | None = None
         self.expires_at: float | None = None
         self.facts = ModelFacts()
+        self.cost = MemoryEstimate()
+        self.last_used = 0.0
+        self.loading_engine: Engine | None = None  # the engine being loaded: its `progress`, if it reports one
+        self.pinned = config.pin  # the config's, until an operator pins or unpins it
+        self.admitted = False  # a load past the residency limits, until it unloads
+        """When a request last held it (monotonic): the least recent idle model unloads first."""
+
+    @property
+    def resident(self) -> bool:
+        """Whether it counts against the residency limits: a local model loaded or loading."""
+        return self.admitted and self.state in ("loading", "ready")
 
 
 class ModelPool:
@@ -70,9 +92,16 @@ class ModelPool:
         self.settings = self._configured = settings or Settings()
         self.thread = InferenceThread()
         self._factory = engine_factory or _engine_for
+        self._slots: list[_Slot] = []
+        self._removed: list[_Slot] = []  # dropped by a reload while requests still held them
+        self._by_name: dict[str, _Slot] = {}
         self._serve(self.settings)
         self._users = 0
         self._created = int(time.time())
+        self.reloaded: list[Callable[[Settings], None]] = []
+        """Called with the new settings after each `reload` (the auth layer re-reads its keys)."""
+        self._admission = asyncio.Lock()  # one load at a time decides what it unloads
+        self._room = asyncio.Event()  # set whenever a model unloads or goes idle
 
     @property
     def started(self) -> bool:
@@ -91,8 +120,12 @@ class ModelPool:
         self.thread.start()
         await asyncio.gather(*(self._read_facts(slot) for slot in self._slots))
         for slot in self._slots:
-            if slot.config.load == "startup":
+            if slot.config.load != "startup":
+                continue
+            if self._shortfall(slot, [s for s in self._slots if s.resident]) is None:
                 self._begin_load(slot, waited=False)
+            else:  # startup loads never unload each other: the rest load on first use
+                log.info("model %s left unloaded at startup: it would exceed the residency limits", slot.config.id)
 
     async def stop(self) -> None:
         """Unload every model and end the inference thread, once the last user stops."""
@@ -101,11 +134,12 @@ class ModelPool:
         self._users -= 1
         if self._users > 0:
             return
-        for slot in self._slots:
+        for slot in (*self._slots, *self._removed):
             if slot.loading is not None:
                 await asyncio.gather(slot.loading, return_exceptions=True)
             await self._unload(slot)
             slot.loading = None
+        self._removed.clear()
         await self.thread.stop()
 
     async def wait_ready(self) -> None:
@@ -133,14 +167,67 @@ class ModelPool:
         if sum(s.active for s in self._slots) >= self.settings.max_pending:
             raise Overloaded("The server is busy; retry shortly.", retry_after=self.settings.retry_after_seconds)
         slot.active += 1  # from now: a load it waits for must not arm the idle unload under it
+        slot.last_used = time.monotonic()
         self._disarm(slot)
         try:
             yield await self._ready(slot), slot.config.id
         finally:
             slot.active -= 1
+            slot.last_used = time.monotonic()
             slot.keep_alive = _idle_policy(slot, keep_alive)
             if slot.active == 0:
+                self._room.set()
                 self._arm(slot)
+
+    async def load(self, name: str) -> None:
+        """Load `name` now (unloading others as the residency limits ask) and wait until it is ready."""
+        slot = self._slot(name)
+        if slot.state == "failed":  # an operator's explicit load retries a failed one
+            slot.state, slot.error = "unloaded", None
+        slot.last_used = time.monotonic()
+        if slot.state == "loading":
+            slot.waited = True
+        await self._ready(slot)
+
+    @staticmethod
+    def _progress(slot: _Slot) -> float | None:
+        """How far a loading model has read its weights (0 to 1), when its engine says."""
+        if slot.state != "loading":
+            return None
+        fraction = getattr(slot.loading_engine, "progress", None)
+        return round(float(fraction), 3) if isinstance(fraction, (int, float)) else 0.0
+
+    def pin(self, name: str, pinned: bool = True) -> None:
+        """Pin (never unloaded to make room, nor when idle) or unpin `name`, until a reload changes its config."""
+        slot = self._slot(name)
+        if slot.pinned == pinned:
+            return
+        slot.pinned = pinned
+        if pinned:
+            self._disarm(slot)
+        elif slot.active == 0:
+            self._arm(slot)
+        self._room.set()
+
+    def residency(self) -> list[dict[str, Any]]:
+        """Every model's state, estimated memory, pin and last use: the operators' model list."""
+        now, wall = time.monotonic(), time.time()
+        return [
+            {
+                "id": s.config.id,
+                "aliases": list(s.config.aliases),
+                "state": s.state,
+                **({"progress": self._progress(s)} if s.state == "loading" else {}),
+                **({"error": s.error} if s.error else {}),
+                "backend": "upstream" if s.config.is_upstream else "local",
+                "pinned": s.pinned,
+                "estimated_memory": None if s.config.is_upstream else s.cost.as_dict(),
+                "requests_in_flight": s.active,
+                "last_used": round(wall - (now - s.last_used), 3) if s.last_used else None,
+                "expires_at": s.expires_at,
+            }
+            for s in self._slots
+        ]
 
     async def unload(self, name: str) -> None:
         """Unload now, unless requests are using it (then it unloads when they finish)."""
@@ -149,7 +236,63 @@ class ModelPool:
         if slot.active == 0:
             await self._unload(slot)
 
+    async def reload(self, settings: Settings | None = None) -> None:
+        """Serve `settings` (default: the same ones re-read: `models_dir` rescanned, the keys
+        file re-read) without a restart. New models are added (unloaded until used or, with
+        `load = "startup"`, loading now); removed ones leave the list at once and unload when
+        their requests finish; changed ones take their new options and reload when idle.
+        Requests in flight are never cut."""
+        if settings is not None:
+            self._configured = settings
+        new = self._configured
+        if any(m.is_upstream and m.discover for m in new.models):
+            from .engines.upstream import discover_settings  # imported only when discovery is asked for
+
+            new = await discover_settings(new)
+        new = new.with_models_dir()
+        old = {slot.config.id: slot for slot in self._slots}
+        slots: list[_Slot] = []
+        for config in new.models:
+            slot = old.pop(config.id, None)
+            if slot is None:
+                slot = _Slot(config)
+                if self.started:
+                    await self._read_facts(slot)
+            elif slot.config != config:
+                log.info("model %s changed: it reloads when idle", config.id)
+                slot.config, slot.pinned = config, config.pin
+                if self.started:
+                    await self._read_facts(slot)
+                if slot.state in ("ready", "loading") or slot.engine is not None:
+                    await self._retire(slot)
+                if slot.state == "failed":
+                    slot.state, slot.error = "unloaded", None
+            slots.append(slot)
+        for slot in old.values():
+            log.info("model %s removed", slot.config.id)
+            await self._retire(slot)
+        self._removed = [s for s in (*self._removed, *old.values()) if s.engine is not None]
+        self.settings = new
+        self._slots = slots
+        self._by_name = {name: slot for slot in slots for name in slot.config.names}
+        for callback in self.reloaded:
+            callback(new)
+        if self.started:
+            for slot in slots:
+                idle_startup = slot.config.load == "startup" and slot.state == "unloaded" and slot.engine is None
+                if idle_startup and self._shortfall(slot, [s for s in self._slots if s.resident]) is None:
+                    self._begin_load(slot, waited=False)
+
+    async def _retire(self, slot: _Slot) -> None:
+        """Unload now if idle, else when its requests finish."""
+        if slot.loading is not None and not slot.loading.done():
+            await asyncio.gather(slot.loading, return_exceptions=True)
+        slot.keep_alive, slot.unload_pending = 0, True
+        if slot.active == 0:
+            await self._unload(slot)
+
     def _serve(self, settings: Settings) -> None:
+        settings = settings.with_models_dir()
         self.settings = settings
         self._slots = [_Slot(config) for config in settings.models]
         self._by_name = {name: slot for slot in self._slots for name in slot.config.names}
@@ -174,6 +317,7 @@ class ModelPool:
         except RuntimeError:  # no packaged model: loading will say so
             return
         slot.facts = await asyncio.to_thread(read_facts, path)
+        slot.cost = estimate_memory(slot.config, slot.facts, ModelPool._file_size(slot.config))
 
     def _slot(self, name: str) -> _Slot:
         slot = self._by_name.get(name)
@@ -191,13 +335,15 @@ class ModelPool:
                 raise ModelNotReady("The model server is not running.")
             self._begin_load(slot, waited=True)
         if slot.waited and slot.loading is not None:
-            await asyncio.shield(slot.loading)
+            refusal = await asyncio.shield(slot.loading)
+            if refusal is not None:
+                raise refusal
             return await self._ready(slot)
         raise ModelNotReady(f"The model '{slot.config.id}' is still loading.", retry_after=self.settings.retry_after_seconds)
 
     def _arm(self, slot: _Slot) -> None:
-        """Schedule the idle unload its keep-alive asks for."""
-        if slot.keep_alive is None or slot.state != "ready":
+        """Schedule the idle unload its keep-alive asks for (a pinned model's only by an explicit unload)."""
+        if slot.keep_alive is None or slot.state != "ready" or (slot.pinned and not slot.unload_pending):
             return
         loop = asyncio.get_running_loop()
         slot.expires_at = time.time() + slot.keep_alive
@@ -215,6 +361,7 @@ class ModelPool:
 
     async def _unload(self, slot: _Slot) -> None:
         self._disarm(slot)
+        slot.admitted = False
         slot.unload_pending = False
         engine, slot.engine = slot.engine, None
         if slot.state == "ready":
@@ -222,6 +369,7 @@ class ModelPool:
         if engine is not None:
             await engine.close()
             log.info("model %s unloaded", slot.config.id)
+        self._room.set()
 
     def loaded(self, name: str) -> Engine | None:
         """The engine for `name` if it is loaded now; never loads or waits."""
@@ -261,15 +409,33 @@ class ModelPool:
 
     def health(self) -> tuple[int, dict[str, Any]]:
         """200 when every startup model is ready; 503 while one loads or after one failed."""
-        models = [self._slot_health(s) for s in self._slots]
-        pending = [s for s in self._slots if s.config.load == "startup" and s.state != "ready"]
+        limited = self.settings.max_loaded_models is not None or self.settings.memory_budget is not None
+        models = [self._slot_health(s, limited) for s in self._slots]
+        pending = [s for s in self._slots if s.config.load == "startup" and s.state == "loading" and not s.waited]
         failed = any(s.state == "failed" for s in self._slots)
         status = "error" if failed else "loading" if pending or not self.started else "ok"
-        return (200 if status == "ok" else 503), {"status": status, "models": models}
+        body: dict[str, Any] = {"status": status, "models": models}
+        if limited:
+            body["residency"] = self._residency()
+        return (200 if status == "ok" else 503), body
+
+    def _residency(self) -> dict[str, Any]:
+        resident = [s for s in self._slots if s.resident]
+        return {
+            "max_loaded_models": self.settings.max_loaded_models,
+            "memory_budget": self.settings.memory_budget,
+            "loaded_models": len(resident),
+            "estimated_bytes": sum(s.cost.total for s in resident),
+        }
 
     @staticmethod
-    def _slot_health(slot: _Slot) -> dict[str, Any]:
+    def _slot_health(slot: _Slot, limited: bool) -> dict[str, Any]:
         health: dict[str, Any] = {"id": slot.config.id, "state": slot.state}
+        if slot.state == "loading":
+            health["progress"] = ModelPool._progress(slot)
+        if limited and not slot.config.is_upstream:
+            health["estimated_memory"] = slot.cost.as_dict()
+            health["pinned"] = slot.pinned
         if slot.error:
             health["error"] = slot.error
         backend = slot.engine.describe() if slot.engine is not None else {}
@@ -281,16 +447,78 @@ class ModelPool:
         slot.state, slot.waited = "loading", waited
         slot.loading = asyncio.get_running_loop().create_task(self._load(slot))
 
-    async def _load(self, slot: _Slot) -> None:
+    async def _load(self, slot: _Slot) -> LLMError | None:
+        """Load it once the residency limits leave room; the refusal when they cannot (the slot
+        goes back to unloaded, so a later request tries again)."""
         started = time.perf_counter()
+        if not slot.config.is_upstream:
+            try:
+                await self._make_room(slot)
+            except LLMError as refusal:
+                slot.state = "unloaded"
+                log.warning("model %s not loaded: %s", slot.config.id, refusal.message)
+                return refusal
         try:
-            engine = self._factory(slot.config, self.thread)
+            engine = slot.loading_engine = self._factory(slot.config, self.thread)
             await engine.load()
         except Exception as exc:
-            slot.state, slot.error = "failed", type(exc).__name__
+            slot.loading_engine = None
+            slot.state, slot.error, slot.admitted = "failed", type(exc).__name__, False
+            self._room.set()
             log.error("loading model %s failed: %s", slot.config.id, exc)
-            return
-        slot.engine, slot.state = engine, "ready"
+            return None
+        slot.engine, slot.state, slot.loading_engine = engine, "ready", None
         if slot.active == 0:
             self._arm(slot)
         log.info("model %s ready in %.1fs", slot.config.id, time.perf_counter() - started)
+        return None
+
+    def _shortfall(self, slot: _Slot, others: list[_Slot]) -> str | None:
+        """Which limit loading `slot` beside `others` (resident models) would exceed, or None."""
+        others = [s for s in others if s is not slot]
+        limit, budget = self.settings.max_loaded_models, self.settings.memory_budget
+        if limit is not None and len(others) + 1 > limit:
+            return f"max_loaded_models = {limit}"
+        if budget is not None and sum(s.cost.total for s in others) + slot.cost.total > budget:
+            return f"memory_budget = {budget} bytes"
+        return None
+
+    async def _make_room(self, slot: _Slot) -> None:
+        """Unload least recently used idle, unpinned models until `slot` fits the limits.
+
+        Requests in flight are never cut: a busy model is asked to unload when its requests
+        finish, and this waits for that up to `load_wait_seconds`.
+        """
+        async with self._admission:
+            deadline = time.monotonic() + self.settings.load_wait_seconds
+            while True:
+                self._room.clear()
+                resident = [s for s in self._slots if s.resident and s is not slot]
+                if self._shortfall(slot, resident) is None:
+                    slot.admitted = True
+                    return
+                pinned = [s for s in resident if s.pinned]
+                limit = self._shortfall(slot, pinned)
+                if limit is not None:
+                    raise InsufficientMemory(
+                        f"The model '{slot.config.id}' (estimated {slot.cost.total} bytes) cannot be loaded within "
+                        f"{limit}, even after unloading every unpinned model."
+                    )
+                movable = sorted((s for s in resident if not s.pinned), key=lambda s: s.last_used)
+                idle = [s for s in movable if s.active == 0 and s.state == "ready"]
+                if idle:
+                    log.info("unloading model %s to make room for %s", idle[0].config.id, slot.config.id)
+                    await self._unload(idle[0])
+                    continue
+                busy = [s for s in movable if s.state == "ready" and not s.unload_pending]
+                if busy:  # unloads when its requests finish (Ollama's behaviour too)
+                    busy[0].keep_alive, busy[0].unload_pending = 0, True
+                left = deadline - time.monotonic()
+                try:
+                    await asyncio.wait_for(self._room.wait(), timeout=max(left, 0))
+                except TimeoutError:
+                    raise Overloaded(
+                        f"The model '{slot.config.id}' waited {self.settings.load_wait_seconds:g}s for requests on other "
+                        f"models to finish; loading it would exceed {self._shortfall(slot, resident)}.",
+                        retry_after=self.settings.retry_after_seconds,
+                    ) from None

@@ -21,6 +21,7 @@ from .errors import (
     RouteNotFound,
     Unauthorized,
     Unavailable,
+    InsufficientMemory,
     Unsupported,
 )
 from .events import (
@@ -111,6 +112,7 @@ __all__ = [
     "TopLogprob",
     "Unauthorized",
     "Unavailable",
+    "InsufficientMemory",
     "Unsupported",
     "Usage",
     "total_usage",

@@ -19,6 +19,7 @@ __all__ = [
     "Overloaded",
     "ModelNotReady",
     "Unavailable",
+    "InsufficientMemory",
     "BadGateway",
     "GatewayTimeout",
     "InternalError",
@@ -113,6 +114,14 @@ class Unavailable(RetryLater):
 
     status = 503
     code = "service_unavailable"
+
+
+class InsufficientMemory(LLMError):
+    """The model cannot be loaded within the residency budget even after unloading every model
+    that may be unloaded; retrying will not help until the configuration changes."""
+
+    status = 507
+    code = "insufficient_memory"
 
 
 class BadGateway(LLMError):

@@ -27,6 +27,8 @@ from asgi_llm.middleware import (
     UsageMiddleware,
 )
 
+from asgi_llm.middleware.admin import AdminMiddleware
+
 pytestmark = pytest.mark.anyio
 KEYS = (ApiKeyConfig(name="team", key=SecretStr("sk-compose-1"), operator=True),)
 
@@ -37,11 +39,11 @@ def kinds(llm: LLMApp) -> list[type]:
 
 async def test_defaults_follow_the_settings(kit: Any) -> None:
     plain = LLMApp(pool=kit.fake_pool())
-    assert kinds(plain) == [UsageMiddleware, MetricsMiddleware]
+    assert kinds(plain) == [UsageMiddleware, MetricsMiddleware, AdminMiddleware]
     keyed = LLMApp(pool=kit.fake_pool(kit.fake_settings(api_keys=KEYS)))
-    assert kinds(keyed) == [UsageMiddleware, AuthMiddleware, MetricsMiddleware]
+    assert kinds(keyed) == [UsageMiddleware, AuthMiddleware, MetricsMiddleware, AdminMiddleware]
     limited = LLMApp(pool=kit.fake_pool(kit.fake_settings(api_keys=KEYS, limits=LimitsConfig(max_concurrent=4))))
-    assert kinds(limited) == [UsageMiddleware, AuthMiddleware, LimitsMiddleware, MetricsMiddleware]
+    assert kinds(limited) == [UsageMiddleware, AuthMiddleware, LimitsMiddleware, MetricsMiddleware, AdminMiddleware]
     bare = LLMApp(pool=kit.fake_pool(kit.fake_settings(metrics_path=None)), middleware=())
     assert kinds(bare) == []
     async with kit.running(plain, bare):
@@ -61,6 +63,7 @@ async def test_verify_goes_with_the_default_layers_only(kit: Any) -> None:
         AuthMiddleware,
         LimitsMiddleware,
         MetricsMiddleware,
+        AdminMiddleware,
     ]
 
 
@@ -69,7 +72,7 @@ async def test_streams_pass_every_layer_unbuffered(kit: Any, tmp_path: Path) -> 
         api_keys=KEYS, limits=LimitsConfig(max_concurrent=2, tokens_per_day=1000), usage_ledger=str(tmp_path / "l.db")
     )
     llm = LLMApp(pool=kit.fake_pool(settings, engine=kit.SlowEngine, pieces=tuple("abcdefgh")))
-    assert kinds(llm) == [UsageMiddleware, AuthMiddleware, LimitsMiddleware, MetricsMiddleware]
+    assert kinds(llm) == [UsageMiddleware, AuthMiddleware, LimitsMiddleware, MetricsMiddleware, AdminMiddleware]
     stamps: list[float] = []
     loop = asyncio.get_running_loop()
     async with kit.running(llm):

@@ -91,8 +91,12 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.keys_cli",
         "asgi_llm.logs",
         "asgi_llm.middleware.sqlite_keys",
+        "asgi_llm.watch",
+        "asgi_llm.progress",
     ),
     "asgi_llm.keys_cli": ("asgi_llm.config", "asgi_llm.middleware"),
+    "asgi_llm.watch": (),
+    "asgi_llm.progress": (),
     "asgi_llm.contrib": (
         "asgi_llm.config",
         "asgi_llm.http.asgi",

@@ -50,6 +50,8 @@ class LlamaCppEngine:
     def __init__(self, config: ModelConfig, thread: InferenceThread) -> None:
         self.config = config
         self._thread = thread
+        self.progress = 0.0
+        """Fraction of the weights read while loading (llama.cpp's progress callback), for /health."""
         self._model: Model | None = None
         self._decoder: Decoder | None = None
         self._scheduler: Scheduler | None = None
@@ -175,9 +177,12 @@ class LlamaCppEngine:
 
     # -- on the inference thread -------------------------------------------------
 
+    def _loading(self, fraction: float) -> None:
+        self.progress = fraction
+
     def _load(self) -> None:
         cfg = self.config
-        self._model = model = Model(cfg)
+        self._model = model = Model(cfg, self._loading)
         context = new_context(model, cfg, sequences=cfg.parallel)
         self._decoder = Decoder(context)
         self._scheduler = Scheduler(

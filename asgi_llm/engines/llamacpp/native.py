@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import llama_cpp
@@ -78,7 +78,7 @@ def backend_info() -> dict[str, Any]:
 class Model:
     """The weights and vocabulary: tokenizing and token pieces need no context."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, progress: Callable[[float], None] | None = None) -> None:
         route_llama_logs()
         llama_cpp.llama_backend_init()
         params = llama_cpp.llama_model_default_params()
@@ -96,6 +96,14 @@ class Model:
             params.load_mode = llama_cpp.LLAMA_LOAD_MODE_MMAP
         else:
             params.load_mode = llama_cpp.LLAMA_LOAD_MODE_NONE
+        if progress is not None:
+
+            def report(fraction: float, _: Any) -> bool:
+                progress(float(fraction))
+                return True  # go on loading
+
+            self._progress = llama_cpp.llama_progress_callback(report)  # must outlive the load
+            params.progress_callback = self._progress
         self.native: Any = internals.LlamaModel(path_model=config.resolved_path(), params=params, verbose=True)
         self.vocab = self.native.vocab
         self.n_vocab = int(self.native.n_vocab())

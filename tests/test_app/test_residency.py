@@ -1,0 +1,186 @@
+"""Residency limits with the fake engine: LRU eviction of idle models, pins, refusals, and the
+races of a load, an eviction and requests at once. (A fake model's estimate is its compute floor.)"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from asgi_llm import ModelConfig, ModelPool, Settings
+from asgi_llm.core import InsufficientMemory, Overloaded
+from asgi_llm.engines.fake import FakeEngine
+
+pytestmark = pytest.mark.anyio
+
+MIB = 1024 * 1024
+FAKE_COST = 16 * MIB
+
+
+def pool(*ids: str, pinned: tuple[str, ...] = (), **settings: object) -> tuple[ModelPool, list[FakeEngine]]:
+    made: list[FakeEngine] = []
+
+    def factory(config: ModelConfig, thread: object) -> FakeEngine:
+        made.append(FakeEngine(config))
+        return made[-1]
+
+    models = tuple(ModelConfig(id=i, path=f"{i}.gguf", load="lazy", pin=i in pinned) for i in ids)
+    return ModelPool(Settings(models=models, **settings), engine_factory=factory), made  # type: ignore[arg-type]
+
+
+def loaded(p: ModelPool) -> list[str]:
+    return sorted(card.id for card in p.catalog() if card.state == "ready")
+
+
+async def test_max_loaded_models_unloads_the_least_recently_used_idle_model() -> None:
+    p, made = pool("a", "b", "c", max_loaded_models=2)
+    await p.start()
+    for name in ("a", "b", "a", "c"):  # b is now the least recently used
+        async with p.use(name):
+            pass
+    assert loaded(p) == ["a", "c"]
+    assert [e.config.id for e in made if e.closed] == ["b"]
+    await p.stop()
+
+
+async def test_memory_budget_counts_estimates_and_the_health_reports_them() -> None:
+    p, _ = pool("a", "b", "c", memory_budget=2 * FAKE_COST + MIB)
+    await p.start()
+    for name in ("a", "b", "c"):
+        async with p.use(name):
+            pass
+    assert loaded(p) == ["b", "c"]
+    _, health = p.health()
+    assert health["residency"] == {
+        "max_loaded_models": None,
+        "memory_budget": 2 * FAKE_COST + MIB,
+        "loaded_models": 2,
+        "estimated_bytes": 2 * FAKE_COST,
+    }
+    assert health["models"][0]["estimated_memory"]["total"] == FAKE_COST
+    await p.stop()
+
+
+async def test_a_pinned_model_is_never_unloaded_to_make_room() -> None:
+    p, _ = pool("a", "b", "c", pinned=("a",), max_loaded_models=2)
+    await p.start()
+    for name in ("a", "b", "c", "b"):
+        async with p.use(name):
+            pass
+    assert "a" in loaded(p) and len(loaded(p)) == 2
+    await p.stop()
+
+
+async def test_a_model_that_cannot_fit_beside_the_pinned_ones_gets_507_naming_the_budget() -> None:
+    p, _ = pool("a", "b", pinned=("a",), memory_budget=FAKE_COST + MIB)
+    await p.start()
+    async with p.use("a"):
+        pass
+    with pytest.raises(InsufficientMemory) as refused:
+        async with p.use("b"):
+            pass
+    assert refused.value.status == 507 and f"memory_budget = {FAKE_COST + MIB} bytes" in refused.value.message
+    assert loaded(p) == ["a"]
+    async with p.use("a"):  # the pool still serves
+        pass
+    await p.stop()
+
+
+async def test_a_load_waits_for_the_request_in_flight_and_never_cuts_it() -> None:
+    p, made = pool("a", "b", max_loaded_models=1)
+    await p.start()
+    release = asyncio.Event()
+    order: list[str] = []
+
+    async def long_request() -> None:
+        async with p.use("a") as (engine, _):
+            await release.wait()
+            assert not engine.closed  # type: ignore[attr-defined]
+            order.append("a done")
+
+    async def request_b() -> None:
+        async with p.use("b"):
+            order.append("b served")
+
+    first = asyncio.create_task(long_request())
+    await asyncio.sleep(0.01)
+    second = asyncio.create_task(request_b())
+    await asyncio.sleep(0.05)
+    assert order == [] and {c.id: c.state for c in p.catalog()} == {"a": "ready", "b": "loading"}
+    release.set()
+    await asyncio.gather(first, second)
+    assert order == ["a done", "b served"] and loaded(p) == ["b"] and made[0].closed
+    await p.stop()
+
+
+async def test_a_load_that_waits_too_long_for_busy_models_gets_503() -> None:
+    p, _ = pool("a", "b", max_loaded_models=1, load_wait_seconds=0.05, retry_after_seconds=2)
+    await p.start()
+    async with p.use("a"):
+        with pytest.raises(Overloaded) as refused:
+            async with p.use("b"):
+                pass
+    assert refused.value.status == 503 and "max_loaded_models = 1" in refused.value.message
+    await asyncio.sleep(0.01)
+    async with p.use("b"):  # once a is idle, b loads in its place
+        pass
+    assert loaded(p) == ["b"]
+    await p.stop()
+
+
+async def test_many_models_many_concurrent_first_requests_stay_within_the_limit() -> None:
+    names = [f"m{i}" for i in range(8)]
+    p, made = pool(*names, max_loaded_models=3)
+    await p.start()
+    peak = 0
+
+    async def request(name: str) -> None:
+        nonlocal peak
+        async with p.use(name) as (engine, model_id):
+            assert model_id == name and not engine.closed  # type: ignore[attr-defined]
+            peak = max(peak, len(loaded(p)))
+            await asyncio.sleep(0.001)
+
+    await asyncio.gather(*(request(n) for n in names * 4))
+    assert peak <= 3 and len(loaded(p)) <= 3
+    assert all(e.closed for e in made if e.config.id not in loaded(p))
+    await p.stop()
+
+
+async def test_a_load_an_eviction_and_a_request_for_the_victim_at_once() -> None:
+    """b's load evicts idle a while a request for a arrives: a reloads after, nobody is cut."""
+    p, made = pool("a", "b", max_loaded_models=1)
+    await p.start()
+    async with p.use("a"):
+        pass
+    results = await asyncio.gather(*(_served(p, n) for n in ("b", "a", "b", "a")))
+    assert results == ["b", "a", "b", "a"]
+    assert len(loaded(p)) == 1 and sum(not e.closed for e in made) == 1
+    await p.stop()
+
+
+async def _served(p: ModelPool, name: str) -> str:
+    async with p.use(name) as (engine, model_id):
+        assert not engine.closed  # type: ignore[attr-defined]
+        await asyncio.sleep(0)
+        return model_id
+
+
+async def test_health_and_the_admin_list_show_a_loading_models_progress() -> None:
+    gate = asyncio.Event()
+
+    class Halfway(FakeEngine):
+        async def load(self) -> None:
+            self.progress = 0.5
+            await gate.wait()
+
+    p = ModelPool(Settings(models=(ModelConfig(id="m", path="m.gguf"),)), engine_factory=lambda c, t: Halfway(c))
+    await p.start()
+    await asyncio.sleep(0)
+    status, health = p.health()
+    assert status == 503 and health["models"][0] == {"id": "m", "state": "loading", "progress": 0.5}
+    assert p.residency()[0]["progress"] == 0.5
+    gate.set()
+    await p.wait_ready()
+    assert "progress" not in p.health()[1]["models"][0] and "progress" not in p.residency()[0]
+    await p.stop()
