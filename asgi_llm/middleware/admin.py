@@ -68,7 +68,7 @@ class AdminMiddleware:
                 raise Forbidden(_OPERATORS_ONLY)
             await send_json(send, 200, await handler(scope, receive))
         except LLMError as error:
-            await send_error(send, state[REQUEST], error)
+            await send_error(scope, send, state[REQUEST], error)
 
     async def _model(self, scope: Scope, receive: Receive, extra: tuple[str, ...] = ()) -> tuple[str, dict[str, Any]]:
         body = await json_body(scope, receive, self._limit)
