@@ -59,6 +59,27 @@ _ROUTED = "asgi_llm.routed"
 
 Routed = tuple[Match[tuple[Route | str, Adapter]] | None, Adapter]
 
+_MODEL_BODY = {
+    "type": "object",
+    "properties": {"model": {"type": "string"}},
+    "required": ["model"],
+    "additionalProperties": False,
+}
+_PIN_BODY = {
+    "type": "object",
+    "properties": {"model": {"type": "string"}, "pinned": {"type": "boolean"}},
+    "required": ["model"],
+    "additionalProperties": False,
+}
+_ADMIN_ROUTES = tuple(
+    AppRoute(path, name, f"{summary} (operator keys only).", operator=True, method=method, body=body)
+    for path, name, summary, method, body in (
+        (ADMIN_PATHS[0], "admin_load", "Load a model", "POST", _MODEL_BODY),
+        (ADMIN_PATHS[1], "admin_unload", "Unload a model", "POST", _MODEL_BODY),
+        (ADMIN_PATHS[2], "admin_pin", "Pin or unpin a model", "POST", _PIN_BODY),
+        (ADMIN_PATHS[3], "admin_models", "Each model's residency", "GET", None),
+    )
+)
 _IN_PROCESS = "in_process"
 """The protocol name usage records and metrics give requests from `LLMApp.client`."""
 _IN_PROCESS_ROUTES: Router[tuple[Route | str, Adapter]] = Router(
@@ -293,6 +314,8 @@ class LLMApp:
         metrics = _layer_option(self.middleware, MetricsMiddleware, "path", "/metrics")
         if metrics is not None:
             routes.append(AppRoute(metrics, "metrics", "Prometheus metrics (operator keys only).", "text/plain", True))
+        if any(isinstance(layer, functools.partial) and layer.func is AdminMiddleware for layer in self.middleware):
+            routes.extend(_ADMIN_ROUTES)
         if self._own_paths[_OPENAPI]:
             routes.append(AppRoute(self._own_paths[_OPENAPI], "openapi", "This document."))
         if self._page is not None:

@@ -42,6 +42,9 @@ class AppRoute:
     """Only operator keys may read it."""
     keyless: bool = False
     """Served before any key is asked for (the web page's own files)."""
+    method: str = "GET"
+    body: Mapping[str, Any] | None = None
+    """The JSON Schema of its request body, where it takes one."""
 
 
 def openapi_document(
@@ -69,7 +72,7 @@ def openapi_document(
     for extra in app_routes:  # after the protocols' routes, as in the router
         operation = _app_operation(extra)
         _secure(operation, "" if extra.keyless else extra.path, public, keyless=extra.keyless)
-        paths.setdefault(_template(extra.path), {}).setdefault("get", operation)
+        paths.setdefault(_template(extra.path), {}).setdefault(extra.method.lower(), operation)
     doc: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {"title": title, "version": version},
@@ -194,13 +197,16 @@ def _app_operation(route: AppRoute) -> dict[str, Any]:
         {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
         for name in _PARAM.findall(route.path)
     ]
-    return {
+    operation: dict[str, Any] = {
         "operationId": route.operation_id,
         "tags": ["asgi_llm"],
         "summary": route.summary,
         "parameters": params,
         "responses": responses,
     }
+    if route.body is not None:
+        operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": dict(route.body)}}}
+    return operation
 
 
 def _secure(operation: dict[str, Any], path: str, public: frozenset[str] | None, *, keyless: bool = False) -> None:

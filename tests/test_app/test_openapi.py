@@ -77,7 +77,8 @@ async def test_the_document_is_valid_openapi_and_lists_exactly_the_served_routes
     doc = await fetch(fake_app(adapters))
     validate_openapi(doc)
     assert doc["openapi"].startswith("3.1")
-    app_routes = {("GET", "/health"), ("GET", "/metrics"), ("GET", "/openapi.json")}
+    admin = {("POST", "/models/load"), ("POST", "/models/unload"), ("POST", "/models/pin"), ("GET", "/admin/models")}
+    app_routes = {("GET", "/health"), ("GET", "/metrics"), ("GET", "/openapi.json"), *admin}
     assert operations(doc) == declared(adapters) | app_routes
     ids = [op["operationId"] for ops in doc["paths"].values() for op in ops.values()]
     assert len(ids) == len(set(ids))
