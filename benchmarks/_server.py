@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -34,6 +35,20 @@ def cpu_busy(seconds: float = 1.0) -> float | None:
     except OSError:
         return None
     return 1 - (idle2 - idle) / max(total2 - total, 1)
+
+
+def wait_healthy(url: str, process: subprocess.Popen[Any], timeout: float = 120) -> None:
+    """Until `url`/health answers 200; exits if the server process ends or `timeout` passes first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline or process.poll() is not None:
+            raise SystemExit("server did not start")
+        time.sleep(0.2)
 
 
 class ChildServer:

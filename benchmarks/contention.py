@@ -32,7 +32,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _server import cpu_busy, free_port  # noqa: E402
+from _server import cpu_busy, free_port, wait_healthy  # noqa: E402
 
 USER = [{"role": "user", "content": "Write a very long story about the sea."}]
 KEEP_TALKING = {"0": -100, "2": -100}  # the packaged model's end-of-turn tokens
@@ -77,16 +77,8 @@ def serve(threads: int, policy: str) -> tuple[subprocess.Popen[bytes], str]:
     argv = [command, "serve", "--port", str(port), "--log-level", "warning", "--threads", str(threads)]
     process = subprocess.Popen(argv, env=env)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            if httpx.get(f"{url}/health", timeout=5).status_code == 200:
-                return process, url
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline or process.poll() is not None:
-            raise SystemExit("server did not start")
-        time.sleep(0.2)
+    wait_healthy(url, process)
+    return process, url
 
 
 def measure(threads: int, policy: str, args: argparse.Namespace) -> None:

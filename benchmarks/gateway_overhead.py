@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from _server import cpu_busy, free_port
+from _server import cpu_busy, free_port, wait_healthy
 
 MESSAGES = [{"role": "user", "content": "Write a short story about a lighthouse keeper."}]
 
@@ -46,16 +46,8 @@ def serve(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
     args = [command, "serve", "--port", str(port), "--log-level", "warning"]
     process = subprocess.Popen(args, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            if httpx.get(f"{url}/health", timeout=5).status_code == 200:
-                return process, url
-        except httpx.TransportError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit("a server did not start")
-        time.sleep(0.1)
+    wait_healthy(url, process)
+    return process, url
 
 
 def stream_once(client: httpx.Client, url: str, tokens: int) -> tuple[float, float, str]:

@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _server import cpu_busy, free_port  # noqa: E402
+from _server import cpu_busy, free_port, wait_healthy  # noqa: E402
 
 MODEL = "default"
 ANTHROPIC = {"anthropic-version": "2023-06-01"}
@@ -156,16 +156,7 @@ def main() -> None:
     process = subprocess.Popen(serve)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise SystemExit("server did not start")
-            time.sleep(0.2)
+        wait_healthy(url, process)
         asyncio.run(run(args, url, process.pid))
     finally:
         process.terminate()

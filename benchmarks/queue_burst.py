@@ -28,7 +28,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _server import cpu_busy, free_port  # noqa: E402
+from _server import cpu_busy, free_port, wait_healthy  # noqa: E402
 
 USER = [{"role": "user", "content": "Write a very long story about the sea."}]
 KEEP_TALKING = {"0": -100, "2": -100}  # the packaged model's end-of-turn tokens
@@ -139,16 +139,7 @@ def main() -> None:
     process = subprocess.Popen(serve)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise SystemExit("server did not start")
-            time.sleep(0.2)
+        wait_healthy(url, process)
         asyncio.run(burst(url, args))
     finally:
         process.terminate()
