@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,19 +53,30 @@ def wait_healthy(url: str, process: subprocess.Popen[Any], timeout: float = 120)
 
 
 class ChildServer:
-    """`uvicorn --factory module:function` in a child process, ready once `/health` answers 200."""
+    """`uvicorn --factory module:function` in a child process, ready once `/health` answers 200.
+    With `command` (a function of the port), that command instead, e.g. another server binary."""
 
-    def __init__(self, factory: str, env: dict[str, str], *, health: str = "/health") -> None:
+    def __init__(
+        self,
+        factory: str,
+        env: dict[str, str],
+        *,
+        health: str = "/health",
+        command: Callable[[int], list[str]] | None = None,
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._command = [sys.executable, "-m", "uvicorn", "--factory", "--app-dir", str(HERE), factory,
                          "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"]  # fmt: skip
+        if command is not None:
+            self._command = command(self.port)
         self._env = {**os.environ, **env}
         self._health = health
         self.process: subprocess.Popen[bytes] | None = None
+        self._output = subprocess.DEVNULL if command is not None else None  # a C++ server logs every request
 
     def __enter__(self) -> ChildServer:
-        self.process = subprocess.Popen(self._command, env=self._env)
+        self.process = subprocess.Popen(self._command, env=self._env, stdout=self._output, stderr=self._output)
         deadline = time.monotonic() + 180
         with httpx.Client(base_url=self.url, timeout=10) as client:
             while True:
