@@ -48,8 +48,14 @@ MESSAGES = [{"role": "user", "content": "Write a long story about a lighthouse k
 MODEL_ID = "bench"
 CONCURRENCY = (1, 4, 8)
 CMAKE_FLAGS = ["-DGGML_NATIVE=OFF", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON"]  # as README's build
-BUILD_ONLY = ["-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
-              "-DBUILD_SHARED_LIBS=OFF", "-DCMAKE_BUILD_TYPE=Release"]  # fmt: skip
+BUILD_ONLY = [
+    "-DLLAMA_CURL=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DBUILD_SHARED_LIBS=OFF",
+    "-DCMAKE_BUILD_TYPE=Release",
+]
 N_CTX = 1024  # positions per sequence, both sides
 
 
@@ -77,7 +83,7 @@ def build(cache: Path) -> tuple[Path, Path]:
                 f"llama-cpp-python=={version}",
                 "-d",
                 str(cache),
-            ],  # fmt: skip
+            ],
             check=True,
         )
     source = cache / f"llama_cpp_python-{version}" / "vendor" / "llama.cpp"
@@ -151,7 +157,7 @@ def ours(model: str, threads: int, parallel: int) -> ChildServer:
             "--no-web-ui",
             "--log-level",
             "warning",
-        ],  # fmt: skip
+        ],
     )
 
 
@@ -183,7 +189,7 @@ def theirs(binary: Path, model: str, threads: int, parallel: int) -> ChildServer
             "on",
             "--no-webui",
             "--jinja",
-        ],  # fmt: skip
+        ],
     )
 
 
