@@ -194,6 +194,14 @@ def theirs(binary: Path, model: str, threads: int, parallel: int) -> ChildServer
 
 
 async def one_request(client: httpx.AsyncClient, tokens: int, bias: dict[str, float]) -> Sample:
+    """One streamed request; retried once if the server closed a kept-alive connection first."""
+    try:
+        return await _one_request(client, tokens, bias)
+    except httpx.RemoteProtocolError:
+        return await _one_request(client, tokens, bias)
+
+
+async def _one_request(client: httpx.AsyncClient, tokens: int, bias: dict[str, float]) -> Sample:
     body = {
         "model": MODEL_ID,
         "messages": MESSAGES,
