@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -38,18 +39,28 @@ def cpu_busy(seconds: float = 1.0) -> float | None:
     return 1 - (idle2 - idle) / max(total2 - total, 1)
 
 
-def wait_healthy(url: str, process: subprocess.Popen[Any], timeout: float = 120) -> None:
-    """Until `url`/health answers 200; exits if the server process ends or `timeout` passes first."""
+def wait_healthy(url: str, process: subprocess.Popen[Any], timeout: float = 120, health: str = "/health") -> None:
+    """Until `url` + `health` answers 200; exits if the server process ends or `timeout` passes first."""
     deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if httpx.get(f"{url}/health", timeout=5).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline or process.poll() is not None:
-            raise SystemExit("server did not start")
-        time.sleep(0.2)
+    with httpx.Client(base_url=url, timeout=10) as client:
+        while True:
+            if process.poll() is not None:
+                raise SystemExit(f"server exited with status {process.returncode}")
+            if time.monotonic() > deadline:
+                raise SystemExit(f"server did not become healthy within {timeout:.0f} s")
+            try:
+                if client.get(health).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+
+
+def asgi_llm_serve(*options: str) -> Callable[[int], list[str]]:
+    """`ChildServer`'s `command` for `asgi-llm serve` (the one installed beside this Python)."""
+    command = shutil.which("asgi-llm", path=str(Path(sys.executable).parent))
+    assert command, "asgi-llm is installed beside this Python"
+    return lambda port: [command, "serve", "--port", str(port), "--log-level", "warning", *options]
 
 
 class ChildServer:
@@ -77,19 +88,8 @@ class ChildServer:
 
     def __enter__(self) -> ChildServer:
         self.process = subprocess.Popen(self._command, env=self._env, stdout=self._output, stderr=self._output)
-        deadline = time.monotonic() + 180
-        with httpx.Client(base_url=self.url, timeout=10) as client:
-            while True:
-                if self.process.poll() is not None:
-                    raise SystemExit(f"server exited with status {self.process.returncode}")
-                if time.monotonic() > deadline:
-                    raise SystemExit("server did not become healthy within 180 s")
-                try:
-                    if client.get(self._health).status_code == 200:
-                        return self
-                except httpx.TransportError:
-                    pass
-                time.sleep(0.2)
+        wait_healthy(self.url, self.process, 180, self._health)
+        return self
 
     def __exit__(self, *exc: object) -> None:
         assert self.process is not None

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from _server import ChildServer, cpu_busy
+from _server import ChildServer, asgi_llm_serve, cpu_busy
 
 MESSAGES = [{"role": "user", "content": "Write a long story about a lighthouse keeper."}]
 MODEL_ID = "bench"
@@ -131,34 +131,9 @@ class Figures:
 
 
 def ours(model: str, threads: int, parallel: int) -> ChildServer:
-    return ChildServer(
-        "",
-        {},
-        health="/health",
-        command=lambda port: [
-            str(Path(sys.executable).with_name("asgi-llm")),
-            "serve",
-            "--model",
-            model,
-            "--model-id",
-            MODEL_ID,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--threads",
-            str(threads),
-            "--n-ctx",
-            str(N_CTX),
-            "--parallel",
-            str(parallel),
-            "--flash-attn",
-            "on",
-            "--no-web-ui",
-            "--log-level",
-            "warning",
-        ],
-    )
+    options = ["--model", model, "--model-id", MODEL_ID, "--threads", str(threads), "--n-ctx", str(N_CTX)]
+    options += ["--parallel", str(parallel), "--flash-attn", "on", "--no-web-ui"]
+    return ChildServer("", {}, command=asgi_llm_serve(*options))
 
 
 def theirs(binary: Path, model: str, threads: int, parallel: int) -> ChildServer:

@@ -17,9 +17,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing
-import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,7 +26,7 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _server import cpu_busy, free_port, wait_healthy  # noqa: E402
+from _server import ChildServer, asgi_llm_serve, cpu_busy  # noqa: E402
 
 MODEL = "default"
 ANTHROPIC = {"anthropic-version": "2023-06-01"}
@@ -147,20 +145,10 @@ def main() -> None:
     args = parser.parse_args()
     busy = cpu_busy()
     print(f"CPU busy before start: {busy:.0%}" if busy is not None else "CPU load unknown")
-    command = shutil.which("asgi-llm", path=str(Path(sys.executable).parent))
-    assert command, "asgi-llm is installed beside this Python"
-    port = free_port()
-    serve = [command, "serve", "--port", str(port), "--log-level", "warning"]
-    if args.threads:
-        serve += ["--threads", str(args.threads)]
-    process = subprocess.Popen(serve)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, process)
-        asyncio.run(run(args, url, process.pid))
-    finally:
-        process.terminate()
-        process.wait(30)
+    threads = ["--threads", str(args.threads)] if args.threads else []
+    with ChildServer("", {}, command=asgi_llm_serve(*threads)) as server:
+        assert server.process is not None
+        asyncio.run(run(args, server.url, server.process.pid))
 
 
 if __name__ == "__main__":

@@ -17,10 +17,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import shutil
 import statistics
-import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _server import cpu_busy, free_port, wait_healthy  # noqa: E402
+from _server import ChildServer, asgi_llm_serve, cpu_busy  # noqa: E402
 
 USER = [{"role": "user", "content": "Write a very long story about the sea."}]
 KEEP_TALKING = {"0": -100, "2": -100}  # the packaged model's end-of-turn tokens
@@ -125,27 +124,14 @@ def main() -> None:
     args = parser.parse_args()
     busy = cpu_busy()
     print(f"CPU busy before start: {busy:.0%}" if busy is not None else "CPU load unknown")
-    command = shutil.which("asgi-llm", path=str(Path(sys.executable).parent))
-    assert command, "asgi-llm is installed beside this Python"
-    port = free_port()
-    serve = [command, "serve", "--port", str(port), "--log-level", "warning"]
-    if args.threads:
-        serve += ["--threads", str(args.threads)]
-    config = None
-    if args.queue_timeout is not None:
-        config = Path(f"/tmp/queue_burst_{port}.json")
-        config.write_text(json.dumps({"models": [{"aliases": ["default"], "queue_timeout": args.queue_timeout}]}))
-        serve += ["--config", str(config)]
-    process = subprocess.Popen(serve)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, process)
-        asyncio.run(burst(url, args))
-    finally:
-        process.terminate()
-        process.wait(30)
-        if config is not None:
-            config.unlink()
+    options = ["--threads", str(args.threads)] if args.threads else []
+    with tempfile.TemporaryDirectory() as folder:
+        if args.queue_timeout is not None:
+            config = Path(folder) / "queue_burst.json"
+            config.write_text(json.dumps({"models": [{"aliases": ["default"], "queue_timeout": args.queue_timeout}]}))
+            options += ["--config", str(config)]
+        with ChildServer("", {}, command=asgi_llm_serve(*options)) as server:
+            asyncio.run(burst(server.url, args))
 
 
 if __name__ == "__main__":

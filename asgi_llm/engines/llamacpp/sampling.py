@@ -283,9 +283,10 @@ class Sampling:
     def saw(self, text: str) -> None:
         if self._values is not None and self._closer is not None:
             for value in self._values.feed(text):
-                if _canonical(value) in self._seen:
+                canonical = _canonical(value)
+                if canonical in self._seen:
                     self._closer.close()
-                self._seen.add(_canonical(value))
+                self._seen.add(canonical)
         trigger = self._trigger
         if trigger is None or self._lazy is None:
             return
