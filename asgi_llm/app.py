@@ -36,7 +36,7 @@ from .middleware import (
     Verifier,
 )
 from .middleware.admin import ADMIN_PATHS, AdminMiddleware
-from .http.context import REQUEST, request_id, request_state, with_request_id_header
+from .http.context import REQUEST, request_id, request_info, request_state, send_error, with_request_id_header
 from .logs import serving_request, tag_own_loggers
 from .openapi import AppRoute, openapi_document, served_at
 from .pool import ModelPool
@@ -281,14 +281,14 @@ class LLMApp:
         if not self.pool.started:
             await self._lazy_start()
         routed: Routed = request_state(scope)[_ROUTED]
-        match, adapter = routed
+        match, _ = routed
         if match is None or match.target is None:
             error: LLMError = (
                 RouteNotFound(f"No route for {scope['method']} {route_path(scope)}.")
                 if match is None
                 else MethodNotAllowed(f"Use {', '.join(match.allowed)} here.")
             )
-            await self._endpoint.send_error(adapter, error, scope, send)
+            await send_error(scope, send, request_info(scope), error)
             return
         route = match.target[0]
         if route == _HEALTH:
@@ -299,7 +299,7 @@ class LLMApp:
             await send_json(send, 200, served_at(self.openapi(), scope.get("root_path", "")))
             return
         assert not isinstance(route, str)
-        await self._endpoint(route, adapter, match.params, scope, receive, send)
+        await self._endpoint(route, match.params, scope, receive, send)
 
     def openapi(self) -> dict[str, Any]:
         """The OpenAPI document of the routes this app serves (paths below its mount)."""

@@ -23,7 +23,6 @@ from .core import (
     Finish,
     GenerationEvent,
     InternalError,
-    LLMError,
     PromptRead,
     ReasoningDelta,
     TextDelta,

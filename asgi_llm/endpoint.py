@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 import anyio
 
 from .adapters.base import (
-    Adapter,
     CountRoute,
     EmbedRoute,
     GenerateRoute,
@@ -42,7 +41,6 @@ from .core import (
     LLMError,
     PromptRead,
     Queued,
-    RetryLater,
     Unsupported,
     Usage,
 )
@@ -58,6 +56,7 @@ from .http.context import (
     request_id,
     request_info,
     request_state,
+    send_error,
 )
 from .middleware.policy import KeyInfo
 from .pool import ModelPool
@@ -104,30 +103,18 @@ class Endpoint:
         self._store = store
         self._limit = max_body_bytes
 
-    async def __call__(
-        self, route: Route, adapter: Adapter, params: Mapping[str, str], scope: Scope, receive: Receive, send: Send
-    ) -> None:
+    async def __call__(self, route: Route, params: Mapping[str, str], scope: Scope, receive: Receive, send: Send) -> None:
+        """Errors leave in the request's protocol envelope (its `RequestInfo`), as the layers' do."""
         try:
             await self._dispatch(route, params, scope, receive, send)
         except (_Disconnected, ClientGone):
             log.info("client disconnected")
         except LLMError as error:
-            await self.send_error(adapter, error, scope, send)
+            await send_error(scope, send, request_info(scope), error)
         except Exception:
             log.exception("unexpected error serving %s", scope.get("path"))
             failure = InternalError("The server had an error while processing your request.")
-            await self.send_error(adapter, failure, scope, send)
-
-    @staticmethod
-    async def send_error(adapter: Adapter, error: LLMError, scope: Scope, send: Send) -> None:
-        """The error in the adapter's envelope, carrying the request's id (`x-request-id`)."""
-        call = in_process(scope)
-        if call is not None:
-            call.error = error
-        status, body = adapter.render_error(error)
-        body = adapter.tag_error(body, request_id(scope))
-        headers = [("retry-after", str(error.retry_after))] if isinstance(error, RetryLater) else []
-        await send_json(send, status, body, headers)
+            await send_error(scope, send, request_info(scope), failure)
 
     async def _dispatch(self, route: Route, params: Mapping[str, str], scope: Scope, receive: Receive, send: Send) -> None:
         state = request_state(scope)
