@@ -131,6 +131,7 @@ class CLIServer:
     """A running `asgi-llm serve`; `output` holds what it printed once it has stopped."""
 
     url: str
+    pid: int
     output: str = ""
 
 
@@ -146,7 +147,7 @@ def _asgi_llm_serve(*args: str, env: dict[str, str] | None = None) -> Iterator[C
         text=True,
         env=env,
     )
-    served = CLIServer(f"http://127.0.0.1:{port}")
+    served = CLIServer(f"http://127.0.0.1:{port}", process.pid)
     deadline = time.monotonic() + 60
     try:
         while True:

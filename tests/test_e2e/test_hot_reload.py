@@ -4,6 +4,8 @@ config is served, a removed one is gone, a revoked key fails and an added one wo
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -48,3 +50,25 @@ def test_serve_reloads_models_and_keys_from_its_files(asgi_llm_serve, tmp_path: 
         keys.write_text("bob=sk-bob\n")
         until(lambda: ids("sk-bob") == ["two"])
         assert httpx.get(f"{server.url}/v1/models", headers={"authorization": "Bearer sk-alice"}).status_code == 401
+
+
+def test_serve_reloads_on_sighup_a_change_the_file_watch_cannot_see(asgi_llm_serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The new config is written with the old modification time put back, so only the signal can
+    make the server read it: it must not be served before SIGHUP, and must be right after."""
+    settings, keys = tmp_path / "asgi-llm.json", tmp_path / "keys.txt"
+    keys.write_text("alice=sk-alice\n")
+    config(settings, keys, "one")
+    with asgi_llm_serve("--config", str(settings)) as server:
+
+        def ids() -> list[str]:
+            reply = httpx.get(f"{server.url}/v1/models", headers={"authorization": "Bearer sk-alice"})
+            return sorted(m["id"] for m in reply.json()["data"])
+
+        assert ids() == ["one"]
+        stamp = settings.stat()
+        config(settings, keys, "one", "three")
+        os.utime(settings, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+        time.sleep(2.5)  # the watch polls every second: two polls passed without seeing it
+        assert ids() == ["one"]
+        os.kill(server.pid, signal.SIGHUP)
+        until(lambda: ids() == ["one", "three"])
