@@ -56,11 +56,12 @@ def usable_cores() -> int:
 
 def default_threads(cores: int, wait_policy: str | None) -> int:
     """llama.cpp threads for a model by default. Its threads meet at a barrier for every
-    operation; waiting there, OpenMP threads spin unless `OMP_WAIT_POLICY` is `passive`. Spinning
-    on every core, they starve everything else (the event loop that streams the tokens, the
-    host's work), and one preempted thread stalls them all: so one core is left free. Sleeping,
-    they share the cores well, and every core is fastest, quiet or not (measured on 2 shared
-    cores by benchmarks/contention.py; figures in benchmarks/README.md)."""
+    operation; waiting there, OpenMP threads spin for milliseconds unless `OMP_WAIT_POLICY` is
+    `passive`. Spinning on every core, they starve everything else (the event loop that streams
+    the tokens, the host's work), and one preempted thread stalls them all: so one core is left
+    free. Passive (sleeping at once, or after a short `GOMP_SPINCOUNT` spin), they share the
+    cores well, and every core is fastest, quiet or not (measured on 2 cores by
+    benchmarks/contention.py; figures in benchmarks/README.md)."""
     if (wait_policy or "").strip().lower() == "passive":
         return cores
     return max(1, cores - 1)
@@ -252,7 +253,13 @@ class Settings(BaseModel):
         default=None, description="Serve every `*.gguf` here by file stem, loaded on first use; `models` entries of that id override its options."
     )
     max_loaded_models: int | None = Field(default=None, ge=1, description="Local models loaded at once; beyond: the least recently used idle one unloads.")
-    memory_budget: int | None = Field(default=None, ge=1, description="Bytes (or `8GiB`) the estimated costs of loaded local models may add up to.")
+    memory_budget: int | None = Field(
+        default=None, ge=1, description="Bytes (or `8GiB`) of RAM the estimated costs of loaded local models may add up to."
+    )
+    gpu_memory_budget: tuple[int, ...] | None = Field(
+        default=None,
+        description="Per GPU, in device order: bytes (or `24GiB`) of VRAM the estimates of offloaded layers may add up to.",
+    )
     admin_api: bool = Field(default=True, description="`POST /models/load`, `/models/unload`, `GET /admin/models` for operator keys.")
     load_wait_seconds: float = Field(default=30.0, ge=0, description="How long a load waits for requests on the models it must unload; then 503.")
     max_pending: int = Field(default=256, ge=1, description="Requests held by all models at once; beyond: 503.")
@@ -286,6 +293,22 @@ class Settings(BaseModel):
     def _size(cls, value: Any) -> Any:
         return _parse_size(value) if isinstance(value, str) else value
 
+    @field_validator("gpu_memory_budget", mode="before")
+    @classmethod
+    def _sizes(cls, value: Any) -> Any:
+        if isinstance(value, str):  # the environment's or a flag's `24GiB,24GiB`
+            value = [part for part in value.split(",") if part.strip()]
+        if isinstance(value, (list, tuple)):
+            return tuple(_parse_size(v) if isinstance(v, str) else v for v in value)
+        return value
+
+    @field_validator("gpu_memory_budget")
+    @classmethod
+    def _positive(cls, value: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        if value is not None and (not value or any(v < 1 for v in value)):
+            raise ValueError("gpu_memory_budget needs one positive size per GPU")
+        return value
+
     @model_validator(mode="after")
     def _unique_names(self) -> Settings:
         seen: set[str] = set()
@@ -294,6 +317,14 @@ class Settings(BaseModel):
                 if name in seen:
                     raise ValueError(f"model name or alias {name!r} is used twice")
                 seen.add(name)
+        if self.gpu_memory_budget is not None:
+            for model in self.models:
+                offloads = model.n_gpu_layers != 0 and not model.is_upstream
+                if offloads and max(model.main_gpu + 1, len(model.tensor_split or ())) > len(self.gpu_memory_budget):
+                    raise ValueError(
+                        f"model {model.id!r} uses a GPU that gpu_memory_budget has no entry for "
+                        f"({len(self.gpu_memory_budget)} given)"
+                    )
         key_names = [key.name for key in self.api_keys]
         if len(key_names) != len(set(key_names)):
             raise ValueError("API key names must be unique")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from .config import ModelConfig, Settings
 from .core import (
@@ -80,6 +81,18 @@ class _Slot:
     def resident(self) -> bool:
         """Whether it counts against the residency limits: a local model loaded or loading."""
         return self.admitted and self.state in ("loading", "ready")
+
+
+def _on_gpu(device: int, slot: _Slot) -> int:
+    return slot.cost.on_gpu(device)
+
+
+class _Limit(NamedTuple):
+    """A residency limit a load would exceed: how to name it, and what each model holds of it
+    (unloading a model that holds none of it makes no room)."""
+
+    text: str
+    held: Callable[[_Slot], int]
 
 
 class ModelPool:
@@ -210,7 +223,7 @@ class ModelPool:
         self._room.set()
 
     def residency(self) -> list[dict[str, Any]]:
-        """Every model's state, estimated memory, pin and last use: the operators' model list."""
+        """Every model's state, estimated and (loaded) actual memory, pin and last use: the operators' model list."""
         now, wall = time.monotonic(), time.time()
         return [
             {
@@ -222,6 +235,7 @@ class ModelPool:
                 "backend": "upstream" if s.config.is_upstream else "local",
                 "pinned": s.pinned,
                 "estimated_memory": None if s.config.is_upstream else s.cost.as_dict(),
+                "actual_memory": s.engine.describe().get("memory") if s.engine is not None else None,
                 "requests_in_flight": s.active,
                 "last_used": round(wall - (now - s.last_used), 3) if s.last_used else None,
                 "expires_at": s.expires_at,
@@ -274,6 +288,9 @@ class ModelPool:
         self._removed = [s for s in (*self._removed, *old.values()) if s.engine is not None]
         self.settings = new
         self._slots = slots
+        for slot in slots if self.started else ():
+            if not slot.config.is_upstream:
+                self._estimate(slot)  # the budget may name other GPUs now
         self._by_name = {name: slot for slot in slots for name in slot.config.names}
         for callback in self.reloaded:
             callback(new)
@@ -306,8 +323,7 @@ class ModelPool:
 
         self._serve(await discover_settings(self._configured))
 
-    @staticmethod
-    async def _read_facts(slot: _Slot) -> None:
+    async def _read_facts(self, slot: _Slot) -> None:
         """The GGUF header's facts, read once per start off the event loop, so that model lists
         describe even a model that has not been loaded."""
         if slot.config.is_upstream:
@@ -317,7 +333,11 @@ class ModelPool:
         except RuntimeError:  # no packaged model: loading will say so
             return
         slot.facts = await asyncio.to_thread(read_facts, path)
-        slot.cost = estimate_memory(slot.config, slot.facts, ModelPool._file_size(slot.config))
+        self._estimate(slot)
+
+    def _estimate(self, slot: _Slot) -> None:
+        gpus = len(self.settings.gpu_memory_budget or ()) or 1  # the devices the budget names
+        slot.cost = estimate_memory(slot.config, slot.facts, self._file_size(slot.config), gpus=gpus)
 
     def _slot(self, name: str) -> _Slot:
         slot = self._by_name.get(name)
@@ -409,7 +429,7 @@ class ModelPool:
 
     def health(self) -> tuple[int, dict[str, Any]]:
         """200 when every startup model is ready; 503 while one loads or after one failed."""
-        limited = self.settings.max_loaded_models is not None or self.settings.memory_budget is not None
+        limited = self._limited
         models = [self._slot_health(s, limited) for s in self._slots]
         pending = [s for s in self._slots if s.config.load == "startup" and s.state == "loading" and not s.waited]
         failed = any(s.state == "failed" for s in self._slots)
@@ -419,14 +439,23 @@ class ModelPool:
             body["residency"] = self._residency()
         return (200 if status == "ok" else 503), body
 
+    @property
+    def _limited(self) -> bool:
+        s = self.settings
+        return s.max_loaded_models is not None or s.memory_budget is not None or s.gpu_memory_budget is not None
+
     def _residency(self) -> dict[str, Any]:
         resident = [s for s in self._slots if s.resident]
-        return {
+        body: dict[str, Any] = {
             "max_loaded_models": self.settings.max_loaded_models,
             "memory_budget": self.settings.memory_budget,
             "loaded_models": len(resident),
-            "estimated_bytes": sum(s.cost.total for s in resident),
+            "estimated_bytes": sum(s.cost.ram for s in resident),
         }
+        if (gpus := self.settings.gpu_memory_budget) is not None:
+            body["gpu_memory_budget"] = list(gpus)
+            body["estimated_gpu_bytes"] = [sum(s.cost.on_gpu(i) for s in resident) for i in range(len(gpus))]
+        return body
 
     @staticmethod
     def _slot_health(slot: _Slot, limited: bool) -> dict[str, Any]:
@@ -473,15 +502,23 @@ class ModelPool:
         log.info("model %s ready in %.1fs", slot.config.id, time.perf_counter() - started)
         return None
 
-    def _shortfall(self, slot: _Slot, others: list[_Slot]) -> str | None:
+    def _shortfall(self, slot: _Slot, others: list[_Slot]) -> _Limit | None:
         """Which limit loading `slot` beside `others` (resident models) would exceed, or None."""
         others = [s for s in others if s is not slot]
         limit, budget = self.settings.max_loaded_models, self.settings.memory_budget
         if limit is not None and len(others) + 1 > limit:
-            return f"max_loaded_models = {limit}"
-        if budget is not None and sum(s.cost.total for s in others) + slot.cost.total > budget:
-            return f"memory_budget = {budget} bytes"
+            return _Limit(f"max_loaded_models = {limit}", lambda s: 1)
+        if budget is not None and sum(s.cost.ram for s in others) + slot.cost.ram > budget:
+            return _Limit(f"memory_budget = {budget} bytes", lambda s: s.cost.ram)
+        for device, vram in enumerate(self.settings.gpu_memory_budget or ()):
+            if sum(s.cost.on_gpu(device) for s in others) + slot.cost.on_gpu(device) > vram:
+                return _Limit(f"gpu_memory_budget[{device}] = {vram} bytes", functools.partial(_on_gpu, device))
         return None
+
+    @staticmethod
+    def _cost_text(cost: MemoryEstimate) -> str:
+        on_gpus = ", ".join(f"{b} on GPU {i}" for i, b in enumerate(cost.gpu) if b)
+        return f"{cost.ram} bytes of RAM" + (f", {on_gpus}" if on_gpus else "")
 
     async def _make_room(self, slot: _Slot) -> None:
         """Unload least recently used idle, unpinned models until `slot` fits the limits.
@@ -494,17 +531,18 @@ class ModelPool:
             while True:
                 self._room.clear()
                 resident = [s for s in self._slots if s.resident and s is not slot]
-                if self._shortfall(slot, resident) is None:
+                short = self._shortfall(slot, resident)
+                if short is None:
                     slot.admitted = True
                     return
                 pinned = [s for s in resident if s.pinned]
                 limit = self._shortfall(slot, pinned)
                 if limit is not None:
                     raise InsufficientMemory(
-                        f"The model '{slot.config.id}' (estimated {slot.cost.total} bytes) cannot be loaded within "
-                        f"{limit}, even after unloading every unpinned model."
+                        f"The model '{slot.config.id}' (estimated {self._cost_text(slot.cost)}) cannot be loaded within "
+                        f"{limit.text}, even after unloading every unpinned model."
                     )
-                movable = sorted((s for s in resident if not s.pinned), key=lambda s: s.last_used)
+                movable = sorted((s for s in resident if not s.pinned and short.held(s) > 0), key=lambda s: s.last_used)
                 idle = [s for s in movable if s.active == 0 and s.state == "ready"]
                 if idle:
                     log.info("unloading model %s to make room for %s", idle[0].config.id, slot.config.id)
@@ -519,6 +557,6 @@ class ModelPool:
                 except TimeoutError:
                     raise Overloaded(
                         f"The model '{slot.config.id}' waited {self.settings.load_wait_seconds:g}s for requests on other "
-                        f"models to finish; loading it would exceed {self._shortfall(slot, resident)}.",
+                        f"models to finish; loading it would exceed {short.text}.",
                         retry_after=self.settings.retry_after_seconds,
                     ) from None

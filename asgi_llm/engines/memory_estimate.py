@@ -3,18 +3,21 @@
 The pool admits a load only when the estimate fits the residency budget, so the estimate must
 exist without `llama_cpp` and without reading weights: weights are the file's tensor data
 (its size), the KV cache follows from the context the config asks for and the attention shape
-the header states, and compute buffers from the batch size.
+the header states, and compute buffers from the batch size. With layers offloaded, their share
+of the weights and KV cache (and the compute buffer) is counted on the GPUs instead of in RAM,
+split across devices the way llama.cpp splits them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ..config import ModelConfig
 from ..core.catalog import ModelFacts
 
-__all__ = ["MemoryEstimate", "estimate_memory"]
+__all__ = ["MemoryEstimate", "device_shares", "estimate_memory"]
 
 _KV_BYTES = {
     "f32": 4.0,
@@ -32,18 +35,34 @@ _COMPUTE_FLOOR = 16 * 1024 * 1024
 
 @dataclass(frozen=True)
 class MemoryEstimate:
-    """Bytes a loaded model holds: its weights, its KV cache, its compute buffers."""
+    """Bytes a loaded model holds: its weights, its KV cache, its compute buffers; `gpu` is
+    how much of that total is on each GPU (by device index), the rest (`ram`) in host memory."""
 
     weights: int = 0
     kv_cache: int = 0
     compute: int = 0
+    gpu: tuple[int, ...] = ()
 
     @property
     def total(self) -> int:
         return self.weights + self.kv_cache + self.compute
 
-    def as_dict(self) -> dict[str, int]:
-        return {"weights": self.weights, "kv_cache": self.kv_cache, "compute": self.compute, "total": self.total}
+    @property
+    def ram(self) -> int:
+        return self.total - sum(self.gpu)
+
+    def on_gpu(self, device: int) -> int:
+        return self.gpu[device] if device < len(self.gpu) else 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "weights": self.weights,
+            "kv_cache": self.kv_cache,
+            "compute": self.compute,
+            "total": self.total,
+            "ram": self.ram,
+            "gpu": list(self.gpu),
+        }
 
 
 def _int(metadata: Mapping[str, str | int | float | bool], key: str, default: int = 0) -> int:
@@ -51,8 +70,30 @@ def _int(metadata: Mapping[str, str | int | float | bool], key: str, default: in
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
 
 
-def estimate_memory(config: ModelConfig, facts: ModelFacts, file_size: int) -> MemoryEstimate:
-    """The cost of loading `config`'s model, whose header said `facts` and whose file has `file_size` bytes."""
+def device_shares(config: ModelConfig, gpus: int) -> list[float]:
+    """The fraction of the offloaded layers each GPU holds: all on `main_gpu` without splitting,
+    else `tensor_split`'s proportions, else (llama.cpp splits by free memory, unknown here) even."""
+    if config.split_mode == "none" or (gpus <= 1 and not config.tensor_split):
+        return [0.0] * config.main_gpu + [1.0]
+    if config.tensor_split and sum(config.tensor_split) > 0:
+        whole = sum(config.tensor_split)
+        return [part / whole for part in config.tensor_split]
+    return [1.0 / gpus] * gpus
+
+
+def _offloaded(config: ModelConfig, layers: int) -> tuple[float, float]:
+    """The share of the weights and of the KV cache on GPUs: the repeating layers offloaded, plus
+    the output layer once `n_gpu_layers` exceeds them (llama.cpp's rule)."""
+    wanted = layers + 1 if config.n_gpu_layers == -1 else min(config.n_gpu_layers, layers + 1)
+    if wanted <= 0 or layers <= 0:
+        return 0.0, 0.0
+    kv = min(wanted, layers) / layers if config.offload_kqv else 0.0
+    return wanted / (layers + 1), kv
+
+
+def estimate_memory(config: ModelConfig, facts: ModelFacts, file_size: int, *, gpus: int = 1) -> MemoryEstimate:
+    """The cost of loading `config`'s model, whose header said `facts` and whose file has
+    `file_size` bytes, on a machine with `gpus` GPUs (the number the budget names)."""
     meta = facts.metadata
     arch = facts.architecture
     layers = _int(meta, f"{arch}.block_count")
@@ -70,4 +111,8 @@ def estimate_memory(config: ModelConfig, facts: ModelFacts, file_size: int) -> M
     )
     vocab = _int(meta, f"{arch}.vocab_size")
     compute = max(_COMPUTE_FLOOR, config.n_ubatch * (embedding * 4 * 8 + vocab * 4))
-    return MemoryEstimate(weights=file_size, kv_cache=int(positions * per_position), compute=compute)
+    kv_cache = int(positions * per_position)
+    weights_share, kv_share = _offloaded(config, layers)
+    on_gpus = file_size * weights_share + kv_cache * kv_share + (compute if weights_share else 0)
+    gpu = tuple(int(on_gpus * share) for share in device_shares(config, gpus)) if on_gpus else ()
+    return MemoryEstimate(weights=file_size, kv_cache=kv_cache, compute=compute, gpu=gpu)

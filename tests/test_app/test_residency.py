@@ -4,12 +4,16 @@ races of a load, an eviction and requests at once. (A fake model's estimate is i
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 
 from asgi_llm import ModelConfig, ModelPool, Settings
+from asgi_llm.config import default_model_path
 from asgi_llm.core import InsufficientMemory, Overloaded
 from asgi_llm.engines.fake import FakeEngine
+from asgi_llm.engines.gguf_metadata import read_facts
+from asgi_llm.engines.memory_estimate import estimate_memory
 
 pytestmark = pytest.mark.anyio
 
@@ -183,4 +187,51 @@ async def test_health_and_the_admin_list_show_a_loading_models_progress() -> Non
     gate.set()
     await p.wait_ready()
     assert "progress" not in p.health()[1]["models"][0] and "progress" not in p.residency()[0]
+    await p.stop()
+
+
+def offloaded(name: str, gpu: int) -> ModelConfig:
+    """The packaged GGUF (its header gives the estimate; the engine is fake), whole on one GPU."""
+    return ModelConfig(id=name, path=default_model_path(), load="lazy", n_gpu_layers=-1, split_mode="none", main_gpu=gpu)
+
+
+def on_its_gpu() -> int:
+    """What one such model costs on its GPU."""
+    path = default_model_path()
+    return estimate_memory(offloaded("x", 0), read_facts(path), os.path.getsize(path), gpus=2).total
+
+
+def gpu_pool(placement: dict[str, int], **settings: object) -> ModelPool:
+    models = tuple(offloaded(name, gpu) for name, gpu in placement.items())
+    return ModelPool(Settings(models=models, **settings), engine_factory=lambda c, t: FakeEngine(c))  # type: ignore[arg-type]
+
+
+async def test_each_gpu_has_its_own_budget_and_only_its_models_make_room_on_it() -> None:
+    one = on_its_gpu()
+    p = gpu_pool({"a": 0, "b": 1, "c": 1}, gpu_memory_budget=[10 * 1024**3, one + MIB], memory_budget=MIB)
+    await p.start()
+    for name in ("a", "b", "c"):  # a is the least recently used, but b is the one on GPU 1
+        async with p.use(name):
+            pass
+    assert loaded(p) == ["a", "c"]
+    _, health = p.health()
+    assert health["residency"]["gpu_memory_budget"] == [10 * 1024**3, one + MIB]
+    assert health["residency"]["estimated_gpu_bytes"] == [one, one]
+    assert health["residency"]["estimated_bytes"] == 0  # nothing of theirs stays in RAM: within memory_budget
+    await p.stop()
+
+
+async def test_a_model_too_big_for_its_gpu_gets_507_naming_that_gpus_budget() -> None:
+    one = on_its_gpu()
+    p = gpu_pool({"a": 0, "b": 1}, gpu_memory_budget=[10 * 1024**3, one // 2])
+    await p.start()
+    with pytest.raises(InsufficientMemory) as refused:
+        async with p.use("b"):
+            pass
+    message = refused.value.message
+    assert refused.value.status == 507 and f"gpu_memory_budget[1] = {one // 2} bytes" in message
+    assert f"0 bytes of RAM, {one} on GPU 1" in message
+    async with p.use("a"):
+        pass
+    assert loaded(p) == ["a"]
     await p.stop()

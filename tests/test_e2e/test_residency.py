@@ -104,3 +104,15 @@ async def test_the_real_engine_reports_its_load_progress() -> None:
         assert pool.loaded("solo").progress  # type: ignore[union-attr] == 1.0  # llama.cpp's callback reached the end
     finally:
         await pool.stop()
+
+
+def test_the_admin_list_reports_what_llama_cpp_allocated_beside_the_estimate(url: str) -> None:
+    ask(url, "one")
+    listed = {m["id"]: m for m in httpx.get(f"{url}/admin/models").json()["data"]}
+    one, estimate = listed["one"], estimate_memory(entry("one"), read_facts(default_model_path()), 0)
+    actual, size = one["actual_memory"], os.path.getsize(default_model_path())
+    assert 0.9 * size < actual["weights"] <= size  # the file's tensor data, without its header
+    assert actual["kv_cache"] == pytest.approx(estimate.kv_cache, rel=0.01)  # logged in MiB, two decimals
+    assert 0 < actual["compute"] and actual["gpu"] == [] and actual["ram"] == actual["total"]
+    assert actual["total"] == actual["weights"] + actual["kv_cache"] + actual["compute"]
+    assert listed["huge"]["actual_memory"] is None and one["estimated_memory"]["weights"] == size

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from asgi_llm import ModelConfig, Settings
 from asgi_llm.config import default_model_path
 from asgi_llm.engines.gguf_metadata import read_facts
+from asgi_llm.engines.llamacpp.buffers import measured_memory
 from asgi_llm.engines.memory_estimate import estimate_memory
 
 
@@ -39,3 +40,67 @@ def test_memory_budget_accepts_units(text: str, expected: int) -> None:
 def test_memory_budget_refuses_nonsense() -> None:
     with pytest.raises(ValidationError, match="not a size"):
         Settings(memory_budget="lots")  # type: ignore[arg-type]
+
+
+def _packaged(**options: object):  # type: ignore[no-untyped-def]
+    path = default_model_path()
+    return read_facts(path), os.path.getsize(path), ModelConfig(n_ctx=1024, parallel=1, **options)  # type: ignore[arg-type]
+
+
+def test_offloaded_layers_count_on_the_gpu_and_the_rest_in_ram() -> None:
+    facts, size, cpu_config = _packaged()
+    cpu = estimate_memory(cpu_config, facts, size)
+    assert cpu.gpu == () and cpu.ram == cpu.total
+    everything = estimate_memory(_packaged(n_gpu_layers=-1)[2], facts, size)
+    assert everything.gpu == (everything.total,) and everything.ram == 0
+    # 30 repeating layers + the output layer: 15 of 31 parts of the weights, half of the KV cache
+    half = estimate_memory(_packaged(n_gpu_layers=15)[2], facts, size)
+    assert abs(half.on_gpu(0) - (size * 15 / 31 + half.kv_cache / 2 + half.compute)) <= 1
+    assert half.ram == half.total - half.on_gpu(0) and 0 < half.ram < cpu.ram
+    kv_at_home = estimate_memory(_packaged(n_gpu_layers=-1, offload_kqv=False)[2], facts, size)
+    assert kv_at_home.ram == kv_at_home.kv_cache
+
+
+def test_the_gpu_share_splits_across_devices_as_llama_cpp_splits_layers() -> None:
+    facts, size, _ = _packaged()
+    whole = estimate_memory(_packaged(n_gpu_layers=-1)[2], facts, size).total
+    even = estimate_memory(_packaged(n_gpu_layers=-1)[2], facts, size, gpus=2)
+    assert even.gpu == (whole // 2, whole // 2)
+    three_to_one = estimate_memory(_packaged(n_gpu_layers=-1, tensor_split=(3.0, 1.0))[2], facts, size, gpus=2)
+    assert three_to_one.gpu == (int(whole * 0.75), int(whole * 0.25))
+    second_only = estimate_memory(_packaged(n_gpu_layers=-1, split_mode="none", main_gpu=1)[2], facts, size, gpus=2)
+    assert second_only.gpu == (0, whole) and second_only.on_gpu(5) == 0
+
+
+def test_gpu_memory_budget_takes_one_size_per_gpu_and_each_model_must_fit_its_devices() -> None:
+    assert Settings(gpu_memory_budget=["24GiB", 1000]).gpu_memory_budget == (24 * 1024**3, 1000)  # type: ignore[arg-type]
+    assert Settings(gpu_memory_budget="8GiB,8GiB").gpu_memory_budget == (8 * 1024**3,) * 2  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="one positive size per GPU"):
+        Settings(gpu_memory_budget=[])
+    with pytest.raises(ValidationError, match="'big' uses a GPU that gpu_memory_budget has no entry for"):
+        Settings(models=(ModelConfig(id="big", n_gpu_layers=-1, main_gpu=1, split_mode="none"),), gpu_memory_budget=["8GiB"])
+    Settings(models=(ModelConfig(id="cpu", main_gpu=3),), gpu_memory_budget=["8GiB"])  # nothing offloaded: fine
+
+
+LOAD_LOG = [
+    "load_tensors: loading model tensors, this can take a while... (mmap = true)",
+    "load_tensors:   CPU_Mapped model buffer size =    10.50 MiB",
+    "load_tensors:        CUDA0 model buffer size =   100.00 MiB",
+    "load_tensors:        CUDA1 model buffer size =    50.00 MiB",
+    "llama_context:  CUDA_Host  output buffer size =     0.25 MiB",
+    "llama_kv_cache:      CUDA0 KV buffer size =    12.00 MiB",
+    "llama_kv_cache:      CUDA1 KV buffer size =     6.00 MiB",
+    "llama_context:      CUDA0 compute buffer size =    20.00 MiB",
+    "llama_context:  CUDA_Host compute buffer size =     4.00 MiB",
+    "llama_context: graph nodes  = 1000",
+]
+
+
+def test_the_load_log_gives_what_llama_cpp_allocated_per_kind_and_device() -> None:
+    memory = measured_memory(LOAD_LOG)
+    assert memory is not None
+    mib = 1024 * 1024
+    assert (memory.weights, memory.kv_cache, memory.compute) == (int(160.5 * mib), 18 * mib, int(24.25 * mib))
+    assert memory.gpu == (132 * mib, 56 * mib)
+    assert memory.ram == int(10.5 * mib + 0.25 * mib + 4 * mib)
+    assert measured_memory(["llama_context: n_ctx = 1024"]) is None

@@ -53,6 +53,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.engines.chat_template",
         "asgi_llm.engines.decoding",
         "asgi_llm.engines.inference_thread",
+        "asgi_llm.engines.memory_estimate",
         "asgi_llm.engines.llamacpp",
     ),
     "asgi_llm.pool": ("asgi_llm.core", "asgi_llm.config", "asgi_llm.engines"),

@@ -31,8 +31,10 @@ from ..decoding.reasoning import Reasoned, ReasoningSplitter
 from ..decoding.stops import StopMatcher
 from ..decoding.tool_calls import with_tools_note
 from ..decoding.tool_detect import MARKERS
+from ..memory_estimate import MemoryEstimate
 from .embedding import Embedder
-from .native import Decoder, Model, backend_info, new_context, new_single_context
+from .buffers import measured_memory
+from .native import Decoder, Model, backend_info, llama_log_lines, new_context, new_single_context
 from .prompt_bound import TooLong, at_least, bounded_tokens
 from .waiting import waiting
 from .sampling import Sampling, checked_grammar, logprob, readable
@@ -63,6 +65,8 @@ class LlamaCppEngine:
         self._think_tokens: dict[int, bytes] = {}  # reasoning markers that are control tokens, by id
         self._marker_tokens: dict[int, bytes] = {}  # tool-call markers that are control tokens, by id
         self._pending = 0  # requests submitted and not finished (event loop side)
+        self.memory: MemoryEstimate | None = None
+        """What llama.cpp allocated for it (weights, KV cache, compute buffers, per GPU), once loaded."""
         self.decoded_tokens = 0  # tokens sampled since load; read by metrics and tests
 
     @property
@@ -90,6 +94,7 @@ class LlamaCppEngine:
             "n_gpu_layers": self.config.n_gpu_layers,
             "n_threads": self.config.threads,
             "n_params": self._model.n_params(),
+            **({"memory": self.memory.as_dict()} if self.memory is not None else {}),
         }
 
     async def load(self) -> None:
@@ -182,8 +187,10 @@ class LlamaCppEngine:
 
     def _load(self) -> None:
         cfg = self.config
-        self._model = model = Model(cfg, self._loading)
-        context = new_context(model, cfg, sequences=cfg.parallel)
+        with llama_log_lines() as lines:
+            self._model = model = Model(cfg, self._loading)
+            context = new_context(model, cfg, sequences=cfg.parallel)
+        self.memory = measured_memory(lines)
         self._decoder = Decoder(context)
         self._scheduler = Scheduler(
             self._decoder, slots=cfg.parallel, batch=self._decoder.capacity, chunk=cfg.prefill_chunk
@@ -521,8 +528,22 @@ class LlamaCppEngine:
 
     def _embed(self, request: EmbeddingRequest) -> EmbeddingResult:
         if self._embedder is None:
-            self._embedder = Embedder(self._loaded(), self.config, self.context_length)
+            with llama_log_lines() as lines:
+                self._embedder = Embedder(self._loaded(), self.config, self.context_length)
+            self.memory = _plus(self.memory, measured_memory(lines))
         return self._embedder.embed(request, self._checked_ids)
+
+
+def _plus(a: MemoryEstimate | None, b: MemoryEstimate | None) -> MemoryEstimate | None:
+    if a is None or b is None:
+        return a or b
+    devices = max(len(a.gpu), len(b.gpu))
+    return MemoryEstimate(
+        weights=a.weights + b.weights,
+        kv_cache=a.kv_cache + b.kv_cache,
+        compute=a.compute + b.compute,
+        gpu=tuple(a.on_gpu(i) + b.on_gpu(i) for i in range(devices)),
+    )
 
 
 def _closed_block(prompt: str) -> str:

@@ -9,9 +9,11 @@ prints meanwhile (uvicorn's startup lines). llama.cpp's own log lines go to the 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import llama_cpp
@@ -26,6 +28,7 @@ __all__ = [
     "Decoder",
     "Model",
     "backend_info",
+    "llama_log_lines",
     "new_context",
     "new_single_context",
     "route_llama_logs",
@@ -43,10 +46,27 @@ refused), and llama.cpp's warnings are mostly about choices we make on purpose (
 shorter than trained). Debug, info and continuation lines are DEBUG."""
 
 
+_CAPTURE = threading.local()  # `lines`: where this thread's llama.cpp log lines also go, while set
+
+
 def _log_to_logging(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
     line = text.decode("utf-8", "replace").rstrip()
     if line:
         _LLAMA_LOG.log(_LOG_LEVELS.get(level, logging.DEBUG), "%s", line)
+        if (lines := getattr(_CAPTURE, "lines", None)) is not None:
+            lines.append(line)
+
+
+@contextlib.contextmanager
+def llama_log_lines() -> Iterator[list[str]]:
+    """The lines llama.cpp logs on this thread meanwhile (a load logs the buffers it allocates;
+    another pool's thread may be loading at the same time)."""
+    lines: list[str] = []
+    _CAPTURE.lines = lines
+    try:
+        yield lines
+    finally:
+        _CAPTURE.lines = None
 
 
 _LOG_CALLBACK: Any = llama_cpp.llama_log_callback(_log_to_logging)  # must live as long as the process
