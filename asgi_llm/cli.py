@@ -122,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import uvicorn
 
-    passive_openmp(os.environ)
+    short_openmp_spin(os.environ)
     log_config: dict[str, Any] | None = None
     if settings.log_format == "json":
         log_config = serve_json_log_config(args.log_level)
@@ -135,14 +135,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def passive_openmp(environ: MutableMapping[str, str]) -> None:
-    """OpenMP threads sleep rather than spin while they wait for each other, unless the
-    environment says otherwise. llama.cpp's CPU threads meet at a barrier for every operation;
-    spinning there, they take the cores from everything else, and when anything else runs a
-    preempted thread stalls them all: measured on 2 busy cores, 2 threads decoded at 2-5
-    tokens/s spinning and 59-88 sleeping (benchmarks/contention.py). Only for the process we
-    own (`asgi-llm serve`): the OpenMP runtime reads it once, when llama.cpp is first loaded."""
-    environ.setdefault("OMP_WAIT_POLICY", "passive")
+def short_openmp_spin(environ: MutableMapping[str, str]) -> None:
+    """OpenMP threads spin only briefly (`GOMP_SPINCOUNT=1000`, about 10 µs) at each barrier, then
+    sleep, unless the environment chose a policy. llama.cpp's CPU threads meet at a barrier for
+    every operation. Spinning long there (libgomp's default, 300000), they take the cores from
+    everything else and a preempted thread stalls them all: measured on 2 cores with one busy,
+    31 tokens/s at concurrency 4. Sleeping at once, each barrier costs a wake-up: 31 tokens/s
+    single-stream on an idle machine, against 105 with the short spin, which keeps 74 contended
+    (benchmarks/contention.py). Only for the process we own (`asgi-llm serve`): the OpenMP
+    runtime reads these once, when llama.cpp is first loaded."""
+    if "OMP_WAIT_POLICY" in environ or "GOMP_SPINCOUNT" in environ:
+        return
+    environ["OMP_WAIT_POLICY"] = "passive"
+    environ["GOMP_SPINCOUNT"] = "1000"
 
 
 def _discovered(settings: Settings) -> Settings:

@@ -71,9 +71,10 @@ def serve(threads: int, policy: str) -> tuple[subprocess.Popen[bytes], str]:
     command = shutil.which("asgi-llm", path=str(Path(sys.executable).parent))
     assert command, "asgi-llm is installed beside this Python"
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    if policy != "default":
-        env["OMP_WAIT_POLICY"] = policy
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    env["OMP_WAIT_POLICY"] = "active" if policy == "active" else "passive"
+    if policy.startswith("spin"):  # libgomp spins this many times at a barrier, then sleeps (its default: 300000)
+        env["GOMP_SPINCOUNT"] = policy[4:]
     argv = [command, "serve", "--port", str(port), "--log-level", "warning", "--threads", str(threads)]
     process = subprocess.Popen(argv, env=env)
     url = f"http://127.0.0.1:{port}"

@@ -97,12 +97,18 @@ async def test_without_cors_origins_there_is_no_cors() -> None:
 
 def test_serve_lets_openmp_threads_sleep_unless_the_environment_says(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: dict[str, str | None] = {}
-    monkeypatch.setenv("OMP_WAIT_POLICY", "unset")  # recorded, so what main sets is undone afterwards
-    monkeypatch.delenv("OMP_WAIT_POLICY")
-    monkeypatch.setattr("uvicorn.run", lambda *args, **kwargs: seen.update(policy=os.environ.get("OMP_WAIT_POLICY")))
+    for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
+        monkeypatch.setenv(name, "unset")  # recorded, so what main sets is undone afterwards
+        monkeypatch.delenv(name)
+
+    def run(*args: object, **kwargs: object) -> None:
+        seen.update(policy=os.environ.get("OMP_WAIT_POLICY"), spin=os.environ.get("GOMP_SPINCOUNT"))
+
+    monkeypatch.setattr("uvicorn.run", run)
     monkeypatch.setattr("logging.basicConfig", lambda **kwargs: None)  # the host's logging stays as it was
     assert cli.main(["serve"]) == 0
-    assert seen["policy"] == "passive"  # set before uvicorn (and llama.cpp, with it) starts
-    environ = {"OMP_WAIT_POLICY": "active"}
-    cli.passive_openmp(environ)
-    assert environ == {"OMP_WAIT_POLICY": "active"}
+    assert seen == {"policy": "passive", "spin": "1000"}  # set before uvicorn (and llama.cpp, with it) starts
+    for chosen in ({"OMP_WAIT_POLICY": "active"}, {"GOMP_SPINCOUNT": "300000"}):
+        environ = dict(chosen)
+        cli.short_openmp_spin(environ)
+        assert environ == chosen
