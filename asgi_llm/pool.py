@@ -413,10 +413,20 @@ class ModelPool:
                 embeddings=s.config.embeddings,
                 expires_at=s.expires_at,
                 size=self._file_size(s.config),
+                memory=memory.total,
+                memory_vram=sum(memory.gpu),
                 facts=s.facts,
             )
-            for s in self._slots
+            for s, memory in ((s, self._memory(s)) for s in self._slots)
         ]
+
+    @staticmethod
+    def _memory(slot: _Slot) -> MemoryEstimate:
+        """What it holds: what llama.cpp allocated once it is loaded, else the estimate."""
+        measured = slot.engine.describe().get("memory") if slot.engine is not None else None
+        if not measured:
+            return slot.cost
+        return MemoryEstimate(measured["weights"], measured["kv_cache"], measured["compute"], tuple(measured["gpu"]))
 
     @staticmethod
     def _file_size(config: ModelConfig) -> int:

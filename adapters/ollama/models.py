@@ -99,8 +99,9 @@ def ps(catalog: Sequence[ModelCard]) -> Reply:
         "models": [
             {
                 **_summary(c),
+                "size": c.memory or c.size,  # as Ollama: what the loaded model holds, not its file
                 "expires_at": _NEVER if c.expires_at is None else rfc3339(c.expires_at),
-                "size_vram": 0,
+                "size_vram": c.memory_vram,
                 "context_length": c.context_length,
             }
             for c in loaded

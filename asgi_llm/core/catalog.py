@@ -32,4 +32,6 @@ class ModelCard:
     embeddings: bool
     expires_at: float | None = None  # when an idle model will unload (Unix time), if it will
     size: int = 0  # bytes of the model file
+    memory: int = 0  # bytes it holds while loaded (what llama.cpp allocated, else the estimate)
+    memory_vram: int = 0  # of those, bytes on GPUs
     facts: ModelFacts = ModelFacts()

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import ollama
 import openai
 import pytest
 
@@ -116,3 +117,7 @@ def test_the_admin_list_reports_what_llama_cpp_allocated_beside_the_estimate(url
     assert 0 < actual["compute"] and actual["gpu"] == [] and actual["ram"] == actual["total"]
     assert actual["total"] == actual["weights"] + actual["kv_cache"] + actual["compute"]
     assert listed["huge"]["actual_memory"] is None and one["estimated_memory"]["weights"] == size
+    ps = ollama.ProcessResponse.model_validate(httpx.get(f"{url}/api/ps").json())  # the SDK's own type
+    # Ollama's size: what the loaded model holds (not its file), and how much of it on GPUs
+    running = {m.model: m for m in ps.models}
+    assert running["one:latest"].size == actual["total"] and running["one:latest"].size_vram == 0
