@@ -7,6 +7,8 @@ context; a slot keeps what it last decoded, so a new prompt that starts the same
 next turn of a chat) skips that prefix. Prompts are fed in chunks beside the running
 choices' next tokens, so streams keep moving while a long prompt is read. Jobs wait in
 FIFO order for a free slot; a job whose client left is dropped before it costs anything.
+Busy slots are kept to consecutive sequence ids, and each batch laid out in their order: that
+is what llama.cpp decodes in one pass.
 """
 
 from __future__ import annotations
@@ -181,11 +183,11 @@ class Scheduler:
             self._queue.popleft()
             leader = self._reading(job)
             if leader is not None:
-                slot = min(free, key=lambda s: s.used)  # its cache is replaced by the leader's
+                slot = min(free, key=lambda s: (self._breaks(s), s.used))  # its cache is replaced by the leader's
                 job.leader = leader
                 leader.followers.append(job)
             else:
-                slot = max(free, key=lambda s: (common_prefix(s.tokens, job.prompt), -s.used))
+                slot = max(free, key=lambda s: (common_prefix(s.tokens, job.prompt), -self._breaks(s), -s.used))
             slot.job = job
             job.slot = slot
             if leader is None:
@@ -194,6 +196,13 @@ class Scheduler:
             if not job.ticket.admitted:
                 job.ticket.admitted = True
                 self.running += 1
+
+    def _breaks(self, joining: _Slot) -> int:
+        """Gaps between the busy sequence ids once `joining` is busy too: each one costs
+        llama.cpp another pass per decode (see `_plan`), so among slots whose caches serve a
+        prompt equally well, the one that leaves fewest wins."""
+        busy = sorted({s.sequence for s in self._slots if s.job is not None} | {joining.sequence})
+        return sum(b - a > 1 for a, b in zip(busy, busy[1:]))
 
     def _reading(self, job: Job) -> Job | None:
         """A running choice of the same prompt that has not produced a token yet."""
@@ -219,15 +228,16 @@ class Scheduler:
     # -- one step ------------------------------------------------------------------
 
     def _plan(self) -> tuple[list[BatchToken], list[tuple[Job, list[int], int | None]]]:
-        """Every running choice's next token, then prompt chunks in arrival order while room is left."""
-        batch: list[BatchToken] = []
-        fed: list[tuple[Job, list[int], int | None]] = []
+        """Every running choice's next token, then prompt chunks in arrival order while room is
+        left; laid out by sequence id, since llama.cpp decodes a batch of separate KV streams
+        in one pass only over a run of consecutive sequence ids in batch order (any other
+        order costs another pass per break)."""
+        planned: list[tuple[Job, list[int], bool]] = []  # tokens, and whether the last wants logits
         for job in self._active:
             if job.token is not None and job.slot is not None:
-                batch.append(BatchToken(job.token, len(job.slot.tokens), job.slot.sequence, True))
-                fed.append((job, [job.token], len(batch) - 1))
-        room = self._batch - len(batch)
-        if batch:
+                planned.append((job, [job.token], True))
+        room = self._batch - len(planned)
+        if planned:
             room = min(room, self._chunk)  # a long prompt must not stall the streams
         for job in self._active:
             if room <= 0:
@@ -235,12 +245,16 @@ class Scheduler:
             if not job.pending or job.leader is not None or job.slot is None:
                 continue
             chunk = job.pending[:room]
-            last = len(chunk) == len(job.pending)
-            start = len(job.slot.tokens)
-            for offset, token in enumerate(chunk):
-                batch.append(BatchToken(token, start + offset, job.slot.sequence, last and offset == len(chunk) - 1))
-            fed.append((job, chunk, len(batch) - 1 if last else None))
+            planned.append((job, chunk, len(chunk) == len(job.pending)))
             room -= len(chunk)
+        batch: list[BatchToken] = []
+        fed: list[tuple[Job, list[int], int | None]] = []
+        for job, tokens, last in sorted(planned, key=lambda p: p[0].slot.sequence if p[0].slot else 0):
+            assert job.slot is not None
+            start = len(job.slot.tokens)
+            for offset, token in enumerate(tokens):
+                batch.append(BatchToken(token, start + offset, job.slot.sequence, last and offset == len(tokens) - 1))
+            fed.append((job, tokens, len(batch) - 1 if last else None))
         return batch, fed
 
     def _share(self, leader: Job) -> None:

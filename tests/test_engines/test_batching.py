@@ -222,3 +222,43 @@ def test_free_slots_count_sequences_not_requests() -> None:
     assert scheduler.free_slots == 4
     scheduler.step()
     assert (scheduler.running, scheduler.free_slots) == (1, 1)  # one request holding three sequences
+
+
+def test_each_batch_is_laid_out_by_sequence_id_and_rows_follow_it() -> None:
+    """llama.cpp decodes one pass per run of consecutive sequence ids in batch order: a batch
+    out of order would cost passes, so it is ordered, and every choice still reads its own row."""
+    backend = Recorder()
+    scheduler = Scheduler(backend, slots=3, batch=64, chunk=8)
+    for slot in scheduler._slots:  # the slots hold caches, the last used most long ago
+        slot.tokens, slot.used = [9, 9, 9], 3 - slot.sequence
+    _, c, _ = submit(scheduler, [7, 8], 3, first=300)  # sequence 2: least recently used
+    scheduler.step()
+    _, a, _ = submit(scheduler, [1, 2], 3, first=100)
+    _, b, _ = submit(scheduler, [4, 5], 3, first=200)
+    run(scheduler)
+    for batch in backend.batches:
+        assert [t.sequence for t in batch] == sorted(t.sequence for t in batch)
+    # a takes sequence 1 (next to c's 2), b sequence 0; the second step reads both prompts beside c's
+    # next token, laid out 0, 1, 2 whatever the order they were planned in
+    assert [(t.sequence, t.logits) for t in backend.batches[1]] == [(0, False), (0, True), (1, False), (1, True), (2, True)]
+    texts = {name: [i.text for i in inbox.items if isinstance(i, TextDelta)] for name, inbox in (("a", a), ("b", b), ("c", c))}
+    assert texts["c"][1] == "301@4" and texts["a"][0] == "100@3" and texts["b"][0] == "200@1"
+
+
+def test_a_new_choice_takes_the_slot_that_keeps_busy_sequences_consecutive() -> None:
+    backend = Recorder()
+    scheduler = Scheduler(backend, slots=4, batch=64, chunk=8)
+    for slot in scheduler._slots:  # equally good caches; LRU alone would pick sequence 3, then 2
+        slot.tokens, slot.used = [1, 2], 4 - slot.sequence
+    submit(scheduler, [1, 2, 3], 5)
+    scheduler.step()
+    assert [s.sequence for s in scheduler._slots if s.job is not None] == [3]
+    submit(scheduler, [1, 2, 4], 5)
+    scheduler.step()
+    assert sorted(s.sequence for s in scheduler._slots if s.job is not None) == [2, 3]
+    for slot in scheduler._slots[:2]:  # a longer cached prefix still wins over keeping ids together
+        slot.tokens = [1, 2, 5, 6] if slot.sequence == 0 else slot.tokens
+    submit(scheduler, [1, 2, 5, 6, 7], 5)
+    scheduler.step()
+    assert sorted(s.sequence for s in scheduler._slots if s.job is not None) == [0, 2, 3]
+    run(scheduler)
