@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import queue
 import threading
@@ -28,6 +29,36 @@ log = logging.getLogger("asgi_llm.inference")
 _STOP = object()
 
 
+class _Outbox(threading.local):
+    """Items sent on an inference thread, held until its turn's work is done (`flush`): the
+    event loop is then woken once per turn, and does its share (encoding, writing) while the
+    next decode runs without the GIL, rather than taking the GIL from the step in between."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[Channel[Any], object]] | None = None  # None: not an inference thread
+
+
+_OUTBOX = _Outbox()
+
+
+def _deliver(items: list[tuple[Channel[Any], object]]) -> None:
+    for channel, item in items:
+        channel._push(item)
+
+
+def _flush() -> None:
+    items = _OUTBOX.items
+    if not items:
+        return
+    _OUTBOX.items = []
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Channel[Any], object]]] = {}
+    for channel, item in items:
+        by_loop.setdefault(channel._loop, []).append((channel, item))
+    for loop, batch in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # that loop is gone: nobody listens
+            loop.call_soon_threadsafe(_deliver, batch)
+
+
 class Channel(Generic[T]):
     """Hands items from the inference thread to one coroutine without blocking the thread."""
 
@@ -37,7 +68,13 @@ class Channel(Generic[T]):
         self._waiter: asyncio.Future[None] | None = None
 
     def send(self, item: object) -> bool:
-        """Called on the inference thread; False when the receiving loop is gone."""
+        """Called on the inference thread (delivered at the end of its turn); False when the
+        receiving loop is gone."""
+        if self._loop.is_closed():
+            return False
+        if _OUTBOX.items is not None:
+            _OUTBOX.items.append((self, item))
+            return True
         try:
             self._loop.call_soon_threadsafe(self._push, item)
         except RuntimeError:
@@ -157,6 +194,7 @@ class InferenceThread:
     # -- on the inference thread -------------------------------------------------
 
     def _run(self) -> None:
+        _OUTBOX.items = []
         stopping = False
         while not stopping:
             active = [stepper for stepper in self._steppers if stepper.active]
@@ -167,8 +205,10 @@ class InferenceThread:
                     stepper.step()
                 except Exception:  # a stepper reports its own errors; the thread must go on
                     log.exception("a scheduler step failed")
+            _flush()
         self._stepping = False
         self._cancel_all()
+        _flush()
 
     def _admit(self, *, block: bool) -> bool:
         """Take everything queued; run calls at once. True when asked to stop."""
@@ -181,6 +221,7 @@ class InferenceThread:
                 return True
             if isinstance(item, _CallJob):
                 self._run_call(item)
+                _flush()
             try:
                 item = self._inbox.get_nowait()
             except queue.Empty:

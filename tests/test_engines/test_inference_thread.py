@@ -127,3 +127,49 @@ async def test_stopping_the_thread_abandons_the_work_of_attached_steppers() -> N
     await thread.attach(stepper)
     await thread.stop()
     assert isinstance(stepper.abandoned, ModelNotReady)
+
+
+class Burst:
+    """A stepper whose one step sends three items."""
+
+    def __init__(self, channel: Channel[object]) -> None:
+        self.channel, self.steps = channel, 0
+
+    @property
+    def active(self) -> bool:
+        return self.steps == 0
+
+    def step(self) -> None:
+        self.steps += 1
+        for item in ("a", "b", "c"):
+            self.channel.send(item)
+
+    def abandon(self, error: BaseException) -> None:
+        pass
+
+
+async def test_items_sent_in_a_step_reach_the_loop_together_after_it_in_order() -> None:
+    """The event loop is woken once per turn of the thread, not once per item, so its work
+    (encoding, writing) does not take the GIL from a step half done."""
+    loop = asyncio.get_running_loop()
+    wakes = 0
+    original = loop.call_soon_threadsafe
+
+    def counting(callback, *args):  # type: ignore[no-untyped-def]
+        nonlocal wakes
+        if threading.current_thread().name == "test-inference":
+            wakes += 1
+        return original(callback, *args)
+
+    loop.call_soon_threadsafe = counting  # type: ignore[method-assign]
+    try:
+        async with running() as thread:
+            channel: Channel[object] = Channel(loop)
+            before = wakes
+            await thread.attach(Burst(channel))
+            received = [await channel.receive() for _ in range(3)]
+            await thread.detach(Burst(channel))
+            assert received == ["a", "b", "c"]
+            assert wakes - before == 3  # attach's result, the step's three items, detach's result
+    finally:
+        del loop.call_soon_threadsafe
