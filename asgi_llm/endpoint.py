@@ -238,6 +238,7 @@ class Endpoint:
             if not isinstance(error, LLMError):
                 log.exception("generation failed before its first token")
                 error = InternalError("The server had an error while generating.")
+            meter.failed = error.status
             tail = waiting.open() + waiting.error(error)
             await send({"type": "http.response.body", "body": tail, "more_body": False})
             return
@@ -255,9 +256,11 @@ class Endpoint:
             tail = encoder.close()
             await _record(route, parsed, encoder.final(), store)
         except LLMError as error:
+            meter.failed = error.status
             tail = encoder.error(error)
         except Exception:
             log.exception("generation failed mid-stream")
+            meter.failed = InternalError.status
             tail = encoder.error(InternalError("The server had an error while generating."))
         await send({"type": "http.response.body", "body": tail, "more_body": False})
 

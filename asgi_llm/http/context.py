@@ -203,6 +203,9 @@ class Meter:
         self.first_token_at: float | None = None
         self._usage = Usage(0, 0, 0)
         self._unfinished: dict[int, int] = {}
+        self.failed: int | None = None
+        """The status of an error that ended a stream after its 200 went out (an in-stream error
+        event), for the usage record: the wire can no longer say it."""
 
     def serving(self, model_id: str) -> None:
         self.model = model_id

@@ -157,7 +157,7 @@ class UsageMiddleware:
             cached_tokens=usage.cached_tokens,
             time_to_first_token=None if first is None else max(first - began, 0.0),
             duration=max(self._timer() - began, 0.0),
-            status=exchange.final_status(),
+            status=meter.failed or exchange.final_status(),  # a stream's error event, past its 200
             disconnected=exchange.disconnected,
             request_id=exchange.request_id,
         )

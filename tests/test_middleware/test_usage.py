@@ -6,12 +6,15 @@ import asyncio
 import functools
 import json
 import logging
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from asgi_llm import KeyInfo, LLMApp
+from asgi_llm.core import EngineEvent, GenerationRequest, Overloaded, TextDelta
+from asgi_llm.engines.fake import FakeEngine
 from asgi_llm.middleware import AuthMiddleware, KeyStore, Ledger, UsageMiddleware, UsageRecord
 
 pytestmark = pytest.mark.anyio
@@ -238,3 +241,32 @@ async def test_a_ledger_from_before_request_ids_takes_them_on(tmp_path: Path) ->
     new = UsageRecord("new", 2.0, "k", "openai", "/x", "POST", "m", 1, 1, 0, None, 0.1, 200, False, request_id="req_1")
     await ledger.record(new)
     assert [(r.id, r.request_id) for r in await ledger.records()] == [("old", ""), ("new", "req_1")]
+
+
+class BreaksMidStream(FakeEngine):
+    """One piece, then `failure` (after the stream's 200 went out)."""
+
+    failure: Exception = Overloaded("Too many requests are waiting for this model.")
+
+    async def _events(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
+        yield TextDelta("partial ")
+        raise self.failure
+
+
+class CrashesMidStream(BreaksMidStream):
+    failure = RuntimeError("a bug")
+
+
+@pytest.mark.parametrize(("engine", "status"), [(BreaksMidStream, 503), (CrashesMidStream, 500)])
+async def test_a_stream_ended_by_an_error_event_is_recorded_with_that_errors_status(
+    kit: Any, engine: type[FakeEngine], status: int
+) -> None:
+    """The wire said 200 before the error, and can only end with an error event; the record
+    must not call that a success."""
+    records: list[UsageRecord] = []
+    llm = recorded_app(kit, records, engine=engine)
+    async with kit.running(llm):
+        reply = await kit.drive(llm, "POST", "/chat/completions", json={**kit.CHAT, "stream": True}, headers=AUTH)
+    assert reply.status == 200 and b'"error"' in reply.body
+    (record,) = records
+    assert (record.status, record.disconnected, record.model) == (status, False, "fake")
