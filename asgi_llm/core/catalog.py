@@ -19,6 +19,9 @@ class ModelFacts:
     parameters: int = 0
     file_type: str = ""  # its quantization, as llama.cpp names it: `Q4_K_M`, `F16`...
     metadata: Mapping[str, str | int | float | bool] = field(default_factory=dict)  # scalar entries
+    layer_weights: tuple[int, ...] = ()  # bytes of each repeating layer's tensors (`blk.N.*`)
+    output_weights: int = 0  # bytes of the output layer's tensors
+    output_copy: int = 0  # bytes of token embeddings copied as the output matrix once offloaded (tied: no `output.weight`)
 
 
 @dataclass(frozen=True)

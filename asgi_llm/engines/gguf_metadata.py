@@ -132,8 +132,9 @@ def _parse(data: Any) -> ModelFacts:
         if value is not None:
             metadata[key] = value
     parameters = 0
+    offsets: dict[str, int] = {}
     for _ in range(tensors):
-        header.string()
+        name = header.string()
         dims = header.take("I")
         if dims > _MAX_DIMS:
             raise ValueError("a tensor with too many dimensions")
@@ -141,15 +142,46 @@ def _parse(data: Any) -> ModelFacts:
         for _ in range(dims):
             count *= header.take("Q")
         header.take("I")  # type
-        header.take("Q")  # offset
+        offsets[name] = header.take("Q")
         parameters += count
+    alignment = metadata.get("general.alignment", 32)
+    alignment = alignment if isinstance(alignment, int) and alignment > 0 else 32
+    start = -(-header.at // alignment) * alignment  # where the tensor data begins
+    layers, output, copy = _by_layer(_sizes(offsets, len(data) - start))
     file_type = metadata.get("general.file_type")
     return ModelFacts(
         architecture=str(metadata.get("general.architecture", "")),
         parameters=parameters,
         file_type=FILE_TYPES.get(file_type, "") if isinstance(file_type, int) else "",
         metadata=metadata,
+        layer_weights=layers,
+        output_weights=output,
+        output_copy=copy,
     )
+
+
+def _sizes(offsets: dict[str, int], data_bytes: int) -> dict[str, int]:
+    """Each tensor's bytes, from where the next one starts (alignment padding included): no
+    table of weight types needed, so a type newer than this code is measured all the same."""
+    placed = sorted(offsets.items(), key=lambda item: item[1])
+    ends = [offset for _, offset in placed[1:]] + [data_bytes]
+    return {name: max(end - offset, 0) for (name, offset), end in zip(placed, ends)}
+
+
+def _by_layer(sizes: dict[str, int]) -> tuple[tuple[int, ...], int, int]:
+    """Bytes per repeating layer (`blk.N.*`), of the output layer, and of the token embeddings
+    when they are the output matrix too (no `output.weight`: llama.cpp then copies them)."""
+    layers: dict[int, int] = {}
+    output = 0
+    for name, size in sizes.items():
+        group, _, rest = name.partition(".")
+        index = rest.partition(".")[0]
+        if group == "blk" and index.isdigit():
+            layers[int(index)] = layers.get(int(index), 0) + size
+        elif group in ("output", "output_norm"):
+            output += size
+    copy = sizes.get("token_embd.weight", 0) if "output.weight" not in sizes else 0
+    return tuple(layers.get(i, 0) for i in range(max(layers) + 1)) if layers else (), output, copy
 
 
 def read_facts(path: str) -> ModelFacts:

@@ -2,7 +2,7 @@
 
 The pool admits a load only when the estimate fits the residency budget, so the estimate must
 exist without `llama_cpp` and without reading weights: weights are the file's tensor data
-(its size), the KV cache follows from the context the config asks for and the attention shape
+(its size; per layer, the tensor table's), the KV cache follows from the context the config asks for and the attention shape
 the header states, and compute buffers from the batch size. With layers offloaded, their share
 of the weights and KV cache (and the compute buffer) is counted on the GPUs instead of in RAM,
 split across devices the way llama.cpp splits them.
@@ -81,14 +81,21 @@ def device_shares(config: ModelConfig, gpus: int) -> list[float]:
     return [1.0 / gpus] * gpus
 
 
-def _offloaded(config: ModelConfig, layers: int) -> tuple[float, float]:
-    """The share of the weights and of the KV cache on GPUs: the repeating layers offloaded, plus
-    the output layer once `n_gpu_layers` exceeds them (llama.cpp's rule)."""
+def _offloaded(config: ModelConfig, facts: ModelFacts, file_size: int, layers: int) -> tuple[float, int, float]:
+    """What offloading puts on GPUs: bytes of weights (of which the second figure are a copy
+    that also stays in RAM: a tied output matrix) and the share of the KV cache. llama.cpp
+    offloads the last `n_gpu_layers` repeating layers, and the output layer once `n_gpu_layers`
+    exceeds them; their sizes come from the tensor table, else in proportion to the file."""
     wanted = layers + 1 if config.n_gpu_layers == -1 else min(config.n_gpu_layers, layers + 1)
     if wanted <= 0 or layers <= 0:
-        return 0.0, 0.0
-    kv = min(wanted, layers) / layers if config.offload_kqv else 0.0
-    return wanted / (layers + 1), kv
+        return 0.0, 0, 0.0
+    repeating, output = min(wanted, layers), wanted > layers
+    kv = repeating / layers if config.offload_kqv else 0.0
+    if len(facts.layer_weights) != layers:
+        return file_size * wanted / (layers + 1), 0, kv
+    copied = facts.output_copy if output else 0
+    moved = sum(facts.layer_weights[layers - repeating :]) + (facts.output_weights if output else 0)
+    return float(moved + copied), copied, kv
 
 
 def estimate_memory(config: ModelConfig, facts: ModelFacts, file_size: int, *, gpus: int = 1) -> MemoryEstimate:
@@ -112,7 +119,7 @@ def estimate_memory(config: ModelConfig, facts: ModelFacts, file_size: int, *, g
     vocab = _int(meta, f"{arch}.vocab_size")
     compute = max(_COMPUTE_FLOOR, config.n_ubatch * (embedding * 4 * 8 + vocab * 4))
     kv_cache = int(positions * per_position)
-    weights_share, kv_share = _offloaded(config, layers)
-    on_gpus = file_size * weights_share + kv_cache * kv_share + (compute if weights_share else 0)
+    weights_on_gpus, copied, kv_share = _offloaded(config, facts, file_size, layers)
+    on_gpus = weights_on_gpus + kv_cache * kv_share + (compute if weights_on_gpus else 0)
     gpu = tuple(int(on_gpus * share) for share in device_shares(config, gpus)) if on_gpus else ()
-    return MemoryEstimate(weights=file_size, kv_cache=kv_cache, compute=compute, gpu=gpu)
+    return MemoryEstimate(weights=file_size + copied, kv_cache=kv_cache, compute=compute, gpu=gpu)

@@ -144,3 +144,25 @@ def test_what_is_not_a_readable_gguf_reads_as_unknown(tmp_path: Path, data: byte
 def test_a_missing_file_or_a_directory_reads_as_unknown(tmp_path: Path) -> None:
     assert read_facts(str(tmp_path / "absent.gguf")) == ModelFacts()
     assert read_facts(str(tmp_path)) == ModelFacts()
+
+
+def placed_gguf(tensors: list[tuple[str, int]], data_bytes: int) -> bytes:
+    """A header whose tensors start at the given offsets, padded to the default alignment (32),
+    then `data_bytes` of tensor data."""
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), 0)
+    for name, offset in tensors:
+        out += _string(name) + struct.pack("<IQ", 1, 8) + struct.pack("<IQ", 2, offset)
+    out += b"\0" * (-len(out) % 32)
+    return out + b"\1" * data_bytes
+
+
+def test_tensor_bytes_come_from_their_offsets_grouped_by_layer(tmp_path: Path) -> None:
+    tied = [("token_embd.weight", 0), ("blk.0.attn_q.weight", 64), ("blk.1.attn_q.weight", 96)]
+    tied += [("blk.1.ffn_up.weight", 128), ("output_norm.weight", 160)]
+    facts = read_facts(write(tmp_path, placed_gguf(tied, 176)))
+    # no output.weight: llama.cpp copies the token embeddings (64 bytes) as the output matrix
+    assert (facts.layer_weights, facts.output_weights, facts.output_copy) == ((32, 64), 16, 64)
+    untied = read_facts(write(tmp_path, placed_gguf([*tied, ("output.weight", 176)], 200)))
+    assert (untied.layer_weights, untied.output_weights, untied.output_copy) == ((32, 64), 16 + 24, 0)
+    header_only = read_facts(write(tmp_path, placed_gguf(tied, 0)))
+    assert (header_only.layer_weights, header_only.output_weights) == ((32, 64), 0)  # the last one cut: 0, never less

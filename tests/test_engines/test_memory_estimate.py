@@ -3,6 +3,7 @@ header's attention shape and the config's context, and budgets written with unit
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -49,21 +50,32 @@ def _packaged(**options: object):  # type: ignore[no-untyped-def]
 
 def test_offloaded_layers_count_on_the_gpu_and_the_rest_in_ram() -> None:
     facts, size, cpu_config = _packaged()
+    layer = facts.layer_weights[0]  # 30 equal layers, and tied embeddings (no output.weight)
+    assert len(facts.layer_weights) == 30 and set(facts.layer_weights) == {layer} and facts.output_copy > 0
     cpu = estimate_memory(cpu_config, facts, size)
-    assert cpu.gpu == () and cpu.ram == cpu.total
+    assert cpu.gpu == () and cpu.ram == cpu.total and cpu.weights == size
     everything = estimate_memory(_packaged(n_gpu_layers=-1)[2], facts, size)
-    assert everything.gpu == (everything.total,) and everything.ram == 0
-    # 30 repeating layers + the output layer: 15 of 31 parts of the weights, half of the KV cache
+    # the token embeddings (and the header) stay in RAM; the output layer copies them to the GPU
+    assert everything.weights == size + facts.output_copy
+    assert everything.ram == size - 30 * layer - facts.output_weights
+    assert everything.gpu == (everything.total - everything.ram,)
+    # the last 15 of 30 layers, their half of the KV cache, the compute buffer; no output layer yet
     half = estimate_memory(_packaged(n_gpu_layers=15)[2], facts, size)
-    assert abs(half.on_gpu(0) - (size * 15 / 31 + half.kv_cache / 2 + half.compute)) <= 1
-    assert half.ram == half.total - half.on_gpu(0) and 0 < half.ram < cpu.ram
+    assert half.on_gpu(0) == 15 * layer + half.kv_cache // 2 + half.compute and half.weights == size
     kv_at_home = estimate_memory(_packaged(n_gpu_layers=-1, offload_kqv=False)[2], facts, size)
-    assert kv_at_home.ram == kv_at_home.kv_cache
+    assert kv_at_home.ram == everything.ram + kv_at_home.kv_cache
+
+
+def test_without_the_tensor_table_the_gpu_share_follows_the_layer_count() -> None:
+    facts, size, _ = _packaged()
+    bare = dataclasses.replace(facts, layer_weights=(), output_weights=0, output_copy=0)
+    half = estimate_memory(_packaged(n_gpu_layers=15)[2], bare, size)
+    assert abs(half.on_gpu(0) - (size * 15 / 31 + half.kv_cache / 2 + half.compute)) <= 1
 
 
 def test_the_gpu_share_splits_across_devices_as_llama_cpp_splits_layers() -> None:
     facts, size, _ = _packaged()
-    whole = estimate_memory(_packaged(n_gpu_layers=-1)[2], facts, size).total
+    whole = estimate_memory(_packaged(n_gpu_layers=-1)[2], facts, size).on_gpu(0)
     even = estimate_memory(_packaged(n_gpu_layers=-1)[2], facts, size, gpus=2)
     assert even.gpu == (whole // 2, whole // 2)
     three_to_one = estimate_memory(_packaged(n_gpu_layers=-1, tensor_split=(3.0, 1.0))[2], facts, size, gpus=2)
