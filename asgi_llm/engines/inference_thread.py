@@ -29,16 +29,32 @@ log = logging.getLogger("asgi_llm.inference")
 _STOP = object()
 
 
-class _Outbox(threading.local):
-    """Items sent on an inference thread, held until its turn's work is done (`flush`): the
+class _Outbox:
+    """Items sent on its inference thread, held until that thread's turn is done (`flush`): the
     event loop is then woken once per turn, and does its share (encoding, writing) while the
     next decode runs without the GIL, rather than taking the GIL from the step in between."""
 
     def __init__(self) -> None:
-        self.items: list[tuple[Channel[Any], object]] | None = None  # None: not an inference thread
+        self.owner: int | None = None  # the inference thread's ident, while it runs
+        self._items: list[tuple[Channel[Any], object]] = []
 
+    def holds(self, channel: Channel[Any], item: object) -> bool:
+        """Keep `item` for `channel` until the turn ends; False off the owning thread."""
+        if threading.get_ident() != self.owner:
+            return False
+        self._items.append((channel, item))
+        return True
 
-_OUTBOX = _Outbox()
+    def flush(self) -> None:
+        if not self._items:
+            return
+        items, self._items = self._items, []
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Channel[Any], object]]] = {}
+        for channel, item in items:
+            by_loop.setdefault(channel._loop, []).append((channel, item))
+        for loop, batch in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # that loop is gone: nobody listens
+                loop.call_soon_threadsafe(_deliver, batch)
 
 
 def _deliver(items: list[tuple[Channel[Any], object]]) -> None:
@@ -46,34 +62,21 @@ def _deliver(items: list[tuple[Channel[Any], object]]) -> None:
         channel._push(item)
 
 
-def _flush() -> None:
-    items = _OUTBOX.items
-    if not items:
-        return
-    _OUTBOX.items = []
-    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Channel[Any], object]]] = {}
-    for channel, item in items:
-        by_loop.setdefault(channel._loop, []).append((channel, item))
-    for loop, batch in by_loop.items():
-        with contextlib.suppress(RuntimeError):  # that loop is gone: nobody listens
-            loop.call_soon_threadsafe(_deliver, batch)
-
-
 class Channel(Generic[T]):
     """Hands items from the inference thread to one coroutine without blocking the thread."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, outbox: _Outbox | None = None) -> None:
         self._loop = loop
+        self._outbox = outbox
         self._items: deque[object] = deque()
         self._waiter: asyncio.Future[None] | None = None
 
     def send(self, item: object) -> bool:
-        """Called on the inference thread (delivered at the end of its turn); False when the
-        receiving loop is gone."""
+        """Called on the inference thread (from `InferenceThread.channel`'s: delivered at the end
+        of its turn); False when the receiving loop is gone."""
         if self._loop.is_closed():
             return False
-        if _OUTBOX.items is not None:
-            _OUTBOX.items.append((self, item))
+        if self._outbox is not None and self._outbox.holds(self, item):
             return True
         try:
             self._loop.call_soon_threadsafe(self._push, item)
@@ -147,6 +150,7 @@ class InferenceThread:
         self._thread: threading.Thread | None = None
         self._steppers: list[Stepper] = []  # touched on the inference thread only
         self._stepping = False  # whether a stepper had work at the last turn (a snapshot for `busy`)
+        self._outbox = _Outbox()
 
     @property
     def alive(self) -> bool:
@@ -180,6 +184,11 @@ class InferenceThread:
         self._inbox.put(_CallJob(fn, future))
         return await asyncio.wrap_future(future)
 
+    def channel(self, loop: asyncio.AbstractEventLoop) -> Channel[Any]:
+        """A channel to a coroutine on `loop` whose items sent on this thread go out together,
+        once per turn."""
+        return Channel(loop, self._outbox)
+
     async def attach(self, stepper: Stepper) -> None:
         """Step `stepper` every turn it is active, until `detach`."""
         await self.call(lambda: self._steppers.append(stepper))
@@ -194,7 +203,7 @@ class InferenceThread:
     # -- on the inference thread -------------------------------------------------
 
     def _run(self) -> None:
-        _OUTBOX.items = []
+        self._outbox.owner = threading.get_ident()
         stopping = False
         while not stopping:
             active = [stepper for stepper in self._steppers if stepper.active]
@@ -205,10 +214,11 @@ class InferenceThread:
                     stepper.step()
                 except Exception:  # a stepper reports its own errors; the thread must go on
                     log.exception("a scheduler step failed")
-            _flush()
+            self._outbox.flush()
         self._stepping = False
         self._cancel_all()
-        _flush()
+        self._outbox.flush()
+        self._outbox.owner = None
 
     def _admit(self, *, block: bool) -> bool:
         """Take everything queued; run calls at once. True when asked to stop."""
@@ -221,7 +231,7 @@ class InferenceThread:
                 return True
             if isinstance(item, _CallJob):
                 self._run_call(item)
-                _flush()
+                self._outbox.flush()
             try:
                 item = self._inbox.get_nowait()
             except queue.Empty:

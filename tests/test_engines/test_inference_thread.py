@@ -164,7 +164,7 @@ async def test_items_sent_in_a_step_reach_the_loop_together_after_it_in_order() 
     loop.call_soon_threadsafe = counting  # type: ignore[method-assign]
     try:
         async with running() as thread:
-            channel: Channel[object] = Channel(loop)
+            channel: Channel[object] = thread.channel(loop)
             before = wakes
             await thread.attach(Burst(channel))
             received = [await channel.receive() for _ in range(3)]

@@ -134,7 +134,7 @@ class LlamaCppEngine:
         self._refuse_surely_too_long(request)
         if self._queue_full():
             raise Overloaded("Too many requests are waiting for this model; retry shortly.")
-        channel: Channel[object] = Channel(asyncio.get_running_loop())
+        channel: Channel[object] = self._thread.channel(asyncio.get_running_loop())
         ticket = Ticket(channel.send, choices=0)
         self._pending += 1
         try:
