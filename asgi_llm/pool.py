@@ -235,7 +235,7 @@ class ModelPool:
                 "backend": "upstream" if s.config.is_upstream else "local",
                 "pinned": s.pinned,
                 "estimated_memory": None if s.config.is_upstream else s.cost.as_dict(),
-                "actual_memory": s.engine.describe().get("memory") if s.engine is not None else None,
+                "actual_memory": measured.as_dict() if (measured := self._measured(s)) is not None else None,
                 "requests_in_flight": s.active,
                 "last_used": round(wall - (now - s.last_used), 3) if s.last_used else None,
                 "expires_at": s.expires_at,
@@ -417,16 +417,14 @@ class ModelPool:
                 memory_vram=sum(memory.gpu),
                 facts=s.facts,
             )
-            for s, memory in ((s, self._memory(s)) for s in self._slots)
+            for s, memory in ((s, self._measured(s) or s.cost) for s in self._slots)
         ]
 
     @staticmethod
-    def _memory(slot: _Slot) -> MemoryEstimate:
-        """What it holds: what llama.cpp allocated once it is loaded, else the estimate."""
-        measured = slot.engine.describe().get("memory") if slot.engine is not None else None
-        if not measured:
-            return slot.cost
-        return MemoryEstimate(measured["weights"], measured["kv_cache"], measured["compute"], tuple(measured["gpu"]))
+    def _measured(slot: _Slot) -> MemoryEstimate | None:
+        """What llama.cpp allocated for a loaded local model (None before, or for an upstream)."""
+        memory = getattr(slot.engine, "memory", None)
+        return memory if isinstance(memory, MemoryEstimate) else None
 
     @staticmethod
     def _file_size(config: ModelConfig) -> int:
