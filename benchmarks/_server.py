@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -37,6 +38,28 @@ def cpu_busy(seconds: float = 1.0) -> float | None:
     except OSError:
         return None
     return 1 - (idle2 - idle) / max(total2 - total, 1)
+
+
+T = TypeVar("T")
+
+
+async def concurrent_streams(
+    base: str, concurrency: int, requests: int, one: Callable[[httpx.AsyncClient], Awaitable[T]], timeout: float = 600
+) -> tuple[list[T], float]:
+    """`concurrency` clients sharing one connection pool send `requests` requests (`one`) each,
+    after one warm-up request (connection, prompt cache): every result, and the seconds the
+    clients took together."""
+    limits = httpx.Limits(max_connections=concurrency)
+    async with httpx.AsyncClient(base_url=base, timeout=timeout, limits=limits) as client:
+        await one(client)
+
+        async def worker() -> list[T]:
+            return [await one(client) for _ in range(requests)]
+
+        started = time.perf_counter()
+        results = await asyncio.gather(*(worker() for _ in range(concurrency)))
+        elapsed = time.perf_counter() - started
+    return [r for rs in results for r in rs], elapsed
 
 
 def wait_healthy(url: str, process: subprocess.Popen[Any], timeout: float = 120, health: str = "/health") -> None:

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from _server import ChildServer, asgi_llm_serve, cpu_busy
+from _server import ChildServer, asgi_llm_serve, concurrent_streams, cpu_busy
 
 MESSAGES = [{"role": "user", "content": "Write a long story about a lighthouse keeper."}]
 MODEL_ID = "bench"
@@ -208,17 +208,9 @@ async def load(
     base: str, concurrency: int, requests: int, tokens: int, bias: dict[str, float]
 ) -> tuple[float, list[Sample]]:
     """Aggregate tokens/s of `concurrency` clients sending `requests` streams each, and every sample."""
-    limits = httpx.Limits(max_connections=concurrency)
-    async with httpx.AsyncClient(base_url=base, timeout=600, limits=limits) as client:
-        await one_request(client, tokens, bias)  # warm-up: connection, prompt cache
-
-        async def worker() -> list[Sample]:
-            return [await one_request(client, tokens, bias) for _ in range(requests)]
-
-        started = time.perf_counter()
-        results = await asyncio.gather(*(worker() for _ in range(concurrency)))
-        elapsed = time.perf_counter() - started
-    samples = [s for r in results for s in r]
+    samples, elapsed = await concurrent_streams(
+        base, concurrency, requests, lambda client: one_request(client, tokens, bias)
+    )
     return sum(s.tokens for s in samples) / elapsed, samples
 
 

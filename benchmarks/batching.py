@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from _server import ChildServer, cpu_busy
+from _server import ChildServer, concurrent_streams, cpu_busy
 
 PROMPT = "Write a long story about a lighthouse keeper.\n\n"
 MODEL_ID = "bench"
@@ -183,17 +183,9 @@ async def one_request(client: httpx.AsyncClient, tokens: int, bias: dict[str, fl
 async def load(
     base: str, concurrency: int, requests: int, tokens: int, bias: dict[str, float]
 ) -> tuple[float, list[Sample]]:
-    limits = httpx.Limits(max_connections=concurrency)
-    async with httpx.AsyncClient(base_url=base, timeout=300, limits=limits) as client:
-        await one_request(client, tokens, bias)  # warm-up
-
-        async def worker() -> list[Sample]:
-            return [await one_request(client, tokens, bias) for _ in range(requests)]
-
-        started = time.perf_counter()
-        results = await asyncio.gather(*(worker() for _ in range(concurrency)))
-        elapsed = time.perf_counter() - started
-    samples = [s for r in results for s in r]
+    samples, elapsed = await concurrent_streams(
+        base, concurrency, requests, lambda client: one_request(client, tokens, bias), timeout=300
+    )
     return sum(s.tokens for s in samples) / elapsed, samples
 
 
