@@ -296,7 +296,7 @@ class Settings(BaseModel):
     @field_validator("gpu_memory_budget", mode="before")
     @classmethod
     def _sizes(cls, value: Any) -> Any:
-        if isinstance(value, str):  # the environment's or a flag's `24GiB,24GiB`
+        if isinstance(value, str):  # one string for them all: `24GiB,24GiB`
             value = [part for part in value.split(",") if part.strip()]
         if isinstance(value, (list, tuple)):
             return tuple(_parse_size(v) if isinstance(v, str) else v for v in value)
