@@ -122,6 +122,33 @@ def _chain(params: SamplingParams, index: int, n_vocab: int) -> Any:
     return chain
 
 
+class _Greedy:
+    """The highest logit after the client's bias, read straight from the logits: what llama.cpp's
+    logit-bias and greedy samplers pick (the first of equal highs), without their copy of the
+    whole vocabulary into candidates, about a tenth of the time per token."""
+
+    def __init__(self, bias: Mapping[int, float], n_vocab: int) -> None:
+        self._n_vocab = n_vocab
+        self._ids = np.fromiter(bias, dtype=np.intp, count=len(bias))
+        self._bias = np.fromiter(bias.values(), dtype=np.float32, count=len(bias))
+        self._biased = np.empty(n_vocab, dtype=np.float32) if bias else None
+
+    def pick(self, logits: Any) -> int:
+        values = np.ctypeslib.as_array(logits, shape=(self._n_vocab,))
+        if self._biased is not None:  # the model's logits stay as they are, for logprobs
+            np.copyto(self._biased, values)
+            self._biased[self._ids] += self._bias
+            values = self._biased
+        return int(values.argmax())
+
+
+def _greedy(params: SamplingParams, n_vocab: int) -> _Greedy | None:
+    """The fast pick where the chain is the logit bias and greedy alone."""
+    if params.temperature > 0 or _remembers(params):
+        return None
+    return _Greedy(dict(params.logit_bias or {}), n_vocab)
+
+
 def _grammar_sampler(model: Model, gbnf: str) -> Any:
     """A grammar sampler of its own, not in any chain yet; the caller frees it or hands it on."""
     sampler = llama_cpp.llama_sampler_init_grammar(model.vocab, gbnf.encode("utf-8"), b"root")
@@ -193,6 +220,7 @@ class Sampling:
         self._model = model
         self._logits = logits
         self._chain = _chain(params, index, model.n_vocab)
+        self._greedy = _greedy(params, model.n_vocab)
         self._remembers = _remembers(params)
         self._control_pieces = control_pieces  # reasoning markers that are control tokens
         self._call_markers = call_markers  # tool-call markers that are control tokens
@@ -237,9 +265,13 @@ class Sampling:
     def sample(self, row: int, context: Any, remaining: int) -> int:
         """The next token from batch row `row` of the last decode on `context`, `remaining` tokens
         being left to the output (this one included)."""
-        if self._grammar is None:
+        if self._greedy is not None:
+            token = self._greedy.pick(self._logits(row))
+            if self._grammar is None:
+                return token
+        elif self._grammar is None:
             return int(self._chain.sample(context, row))
-        if self._remembers:
+        elif self._remembers:
             token = self._pick(row, None)
         else:  # llama.cpp's own pass is faster than ours, and accepting into this chain changes nothing
             token = int(self._chain.sample(context, row))
