@@ -96,6 +96,10 @@ class ModelConfig(BaseModel):
         description="Default: the cores this process may use, less one unless OMP_WAIT_POLICY=passive; see README.",
     )
     n_threads_batch: int | None = Field(default=None, ge=1)
+    adapt_threads: bool = Field(
+        default=True,
+        description="Decode on fewer threads while other work crowds the cores, all again once they are free (Linux).",
+    )
     n_gpu_layers: int = Field(default=0, ge=-1, description="-1 offloads every layer.")
     main_gpu: int = Field(default=0, ge=0)
     split_mode: Literal["none", "layer", "row"] = "layer"

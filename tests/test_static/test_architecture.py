@@ -39,6 +39,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.engines.inference_thread",
     ),
     "asgi_llm.engines.decoding": ("asgi_llm.core", "asgi_llm.engines.decoding"),
+    "asgi_llm.engines.thread_governor": (),
+    "asgi_llm.engines.core_load": ("asgi_llm.engines.thread_governor",),
     "asgi_llm.engines.upstream": (
         "asgi_llm.core",
         "asgi_llm.config",
@@ -54,6 +56,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.engines.decoding",
         "asgi_llm.engines.inference_thread",
         "asgi_llm.engines.memory_estimate",
+        "asgi_llm.engines.core_load",
+        "asgi_llm.engines.thread_governor",
         "asgi_llm.engines.llamacpp",
     ),
     "asgi_llm.pool": ("asgi_llm.core", "asgi_llm.config", "asgi_llm.engines"),

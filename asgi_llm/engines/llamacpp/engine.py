@@ -38,6 +38,7 @@ from .native import Decoder, Model, backend_info, llama_log_lines, new_context, 
 from .prompt_bound import TooLong, at_least, bounded_tokens
 from .waiting import waiting
 from .sampling import Sampling, checked_grammar, logprob, readable
+from .threads import GovernedThreads
 
 __all__ = ["LlamaCppEngine"]
 
@@ -93,9 +94,15 @@ class LlamaCppEngine:
             "parallel": self.config.parallel,
             "n_gpu_layers": self.config.n_gpu_layers,
             "n_threads": self.config.threads,
+            "threads_now": self._threads_now(),
             "n_params": self._model.n_params(),
             **({"memory": self.memory.as_dict()} if self.memory is not None else {}),
         }
+
+    def _threads_now(self) -> int:
+        """What decoding runs on now: fewer than `n_threads` while other work crowds the cores."""
+        governed = self._decoder.threads if self._decoder is not None else None
+        return governed.threads if governed is not None else self.config.threads
 
     async def load(self) -> None:
         await self._thread.call(self._load)
@@ -191,7 +198,8 @@ class LlamaCppEngine:
             self._model = model = Model(cfg, self._loading)
             context = new_context(model, cfg, sequences=cfg.parallel)
         self.memory = measured_memory(lines)
-        self._decoder = Decoder(context)
+        governed = GovernedThreads(context.ctx, cfg.threads, cfg.n_threads_batch or cfg.threads)
+        self._decoder = Decoder(context, governed if cfg.adapt_threads and cfg.threads > 1 else None)
         self._scheduler = Scheduler(
             self._decoder, slots=cfg.parallel, batch=self._decoder.capacity, chunk=cfg.prefill_chunk
         )

@@ -22,6 +22,7 @@ from llama_cpp import _internals
 from ...config import ModelConfig
 from ...core.errors import InternalError
 from ..batching import BatchToken
+from .threads import GovernedThreads
 
 __all__ = [
     "SPLIT_MODES",
@@ -221,8 +222,9 @@ def new_single_context(
 class Decoder:
     """The scheduler's `Backend` over one context: batched decodes and per-sequence cache edits."""
 
-    def __init__(self, context: Any) -> None:
+    def __init__(self, context: Any, threads: GovernedThreads | None = None) -> None:
         self.context = context
+        self.threads = threads
         self._ctx = context.ctx
         self._memory = llama_cpp.llama_get_memory(self._ctx)
         self.capacity = int(context.params.n_batch)  # the most tokens one decode takes
@@ -249,6 +251,8 @@ class Decoder:
             seq_id[i][0] = entry.sequence
             logits[i] = entry.logits
         native.n_tokens = len(batch)
+        if self.threads is not None:
+            self.threads.check()
         status = llama_cpp.llama_decode(self._ctx, native)
         if status != 0:
             raise InternalError(f"llama_decode returned {status}")
