@@ -2,10 +2,10 @@
 counts and OpenMP wait policies: the measurements the default `n_threads` is chosen from.
 
     .venv/bin/python benchmarks/contention.py [--threads 1,2] [--wait-policy default,passive]
-        [--tokens 64] [--rounds 2] [--concurrency 4]
+        [--adapt on,off] [--tokens 64] [--rounds 2] [--concurrency 4]
 
 For each configuration it starts `asgi-llm serve --threads T` (packaged model; the environment's
-OMP_WAIT_POLICY set as asked, `default` = unset) and runs rounds alternating quiet and contended
+OMP_WAIT_POLICY set as asked, `default` = unset; `adapt_threads` on or off) and runs rounds alternating quiet and contended
 (a `while True: pass` process pinned to the last core this process may use). A round is
 `--concurrency` streamed chat completions of `--tokens` tokens each (end-of-turn tokens banned),
 started together. Prints, per configuration, aggregate tokens/s and the slowest request's latency
@@ -26,6 +26,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -44,6 +45,7 @@ async def one(client: httpx.AsyncClient, tokens: int) -> tuple[float, int]:
     started = time.perf_counter()
     produced = 0
     async with client.stream("POST", "/v1/chat/completions", json=body) as response:
+        response.raise_for_status()
         async for line in response.aiter_lines():
             if line.startswith("data: {"):
                 usage = json.loads(line[6:]).get("usage")
@@ -67,7 +69,7 @@ def hog(core: int) -> subprocess.Popen[bytes]:
     )
 
 
-def serve(threads: int, policy: str) -> tuple[subprocess.Popen[bytes], str]:
+def serve(threads: int, policy: str, adapt: bool, folder: Path) -> tuple[subprocess.Popen[bytes], str]:
     command = shutil.which("asgi-llm", path=str(Path(sys.executable).parent))
     assert command, "asgi-llm is installed beside this Python"
     port = free_port()
@@ -76,14 +78,18 @@ def serve(threads: int, policy: str) -> tuple[subprocess.Popen[bytes], str]:
     if policy.startswith("spin"):  # libgomp spins this many times at a barrier, then sleeps (its default: 300000)
         env["GOMP_SPINCOUNT"] = policy[4:]
     argv = [command, "serve", "--port", str(port), "--log-level", "warning", "--threads", str(threads)]
+    if not adapt:
+        config = folder / "fixed-threads.toml"
+        config.write_text('[[models]]\nid = "default"\nadapt_threads = false\n')
+        argv += ["--config", str(config)]
     process = subprocess.Popen(argv, env=env)
     url = f"http://127.0.0.1:{port}"
     wait_healthy(url, process)
     return process, url
 
 
-def measure(threads: int, policy: str, args: argparse.Namespace) -> None:
-    process, url = serve(threads, policy)
+def measure(threads: int, policy: str, adapt: bool, folder: Path, args: argparse.Namespace) -> None:
+    process, url = serve(threads, policy, adapt, folder)
     core = max(os.sched_getaffinity(0))
     quiet_rates: list[float] = []
     quiet_times: list[float] = []
@@ -104,14 +110,14 @@ def measure(threads: int, policy: str, args: argparse.Namespace) -> None:
                 background.wait()
             busy_rates.append(rate)
             busy_times += times
-            print(f"  ({threads} threads, {policy}: round quiet {quiet_rates[-1]:.1f} t/s, contended {rate:.1f} t/s,"
-                  f" slowest contended request {max(times):.1f} s)", flush=True)  # fmt: skip
+            print(f"  ({threads} threads, {policy}, adapt {'on' if adapt else 'off'}: round quiet {quiet_rates[-1]:.1f}"
+                  f" t/s, contended {rate:.1f} t/s, slowest contended request {max(times):.1f} s)", flush=True)  # fmt: skip
     finally:
         process.terminate()
         process.wait(30)
     quiet, busy = statistics.median(quiet_rates), statistics.median(busy_rates)
     typical = statistics.median(quiet_times)
-    print(f"{threads:>7} {policy:>8} {quiet:>9.1f} {busy:>9.1f} {busy / quiet:>6.2f}"
+    print(f"{threads:>7} {policy:>8} {'on' if adapt else 'off':>5} {quiet:>9.1f} {busy:>9.1f} {busy / quiet:>6.2f}"
           f" {max(quiet_times):>9.2f} {max(busy_times):>9.2f} {max(busy_times) / typical:>6.2f}", flush=True)  # fmt: skip
 
 
@@ -122,16 +128,19 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--adapt", default="on", help="adapt_threads: on, off or on,off")
     args = parser.parse_args()
     busy = cpu_busy()
     print(f"CPU busy before start: {busy:.0%}" if busy is not None else "CPU load unknown")
     print(f"cores this process may use: {len(os.sched_getaffinity(0))}; concurrency {args.concurrency}, "
           f"{args.tokens} tokens each, {args.rounds} rounds quiet/contended alternating")  # fmt: skip
-    print(f"{'threads':>7} {'OMP wait':>8} {'quiet t/s':>9} {'busy t/s':>9} {'ratio':>6}"
+    print(f"{'threads':>7} {'OMP wait':>8} {'adapt':>5} {'quiet t/s':>9} {'busy t/s':>9} {'ratio':>6}"
           f" {'quiet max':>9} {'busy max':>9} {'x med':>6}")  # fmt: skip
-    for policy in args.wait_policy.split(","):
-        for threads in (int(t) for t in args.threads.split(",")):
-            measure(threads, policy, args)
+    with tempfile.TemporaryDirectory() as folder:
+        for policy in args.wait_policy.split(","):
+            for threads in (int(t) for t in args.threads.split(",")):
+                for adapt in args.adapt.split(","):
+                    measure(threads, policy, adapt == "on", Path(folder), args)
 
 
 if __name__ == "__main__":

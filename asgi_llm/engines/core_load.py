@@ -27,8 +27,9 @@ class CoreReader:
         self._lines = {f"cpu{n}" for n in cpus}
         self._root = root
 
-    def sample(self) -> CoreSample | None:
-        """None where the figures cannot be read."""
+    def sample(self, busy: float) -> CoreSample | None:
+        """The figures now, with the seconds spent decoding so far (`busy`, the engine's count);
+        None where they cannot be read."""
         try:
             schedstat = (self._root / "thread-self" / "schedstat").read_text().split()
             stat = (self._root / "stat").read_text()
@@ -45,4 +46,4 @@ class CoreReader:
                 seen += 1
         if not seen:
             return None
-        return CoreSample(at=time.monotonic(), waited=int(schedstat[1]) / 1e9, idle=idle_ticks / _TICKS)
+        return CoreSample(time.monotonic(), waited=int(schedstat[1]) / 1e9, idle=idle_ticks / _TICKS, busy=busy)

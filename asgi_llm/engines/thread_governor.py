@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 __all__ = ["CoreSample", "ThreadGovernor"]
 
-WINDOW = 0.5  # seconds between decisions
+WINDOW = 0.25  # seconds between decisions
 CROWDED = 0.15  # the inference thread waited for a core this share of the time: give one up
 SPARE = 0.75  # cores idle on average while decoding: take one back
-STALE = 4  # windows: a longer gap was an idle spell, not a measurement of decoding
+BUSY = 0.8  # a window decoding less of its time than this measured idleness, not decoding
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ class CoreSample:
     at: float  # seconds, monotonic
     waited: float  # seconds the inference thread has been runnable without a core, so far
     idle: float  # idle core-seconds over the cores this process may use, so far
+    busy: float  # seconds spent decoding, so far
 
 
 class ThreadGovernor:
@@ -39,14 +40,20 @@ class ThreadGovernor:
         self._last: CoreSample | None = None
 
     def observe(self, sample: CoreSample) -> int | None:
-        """The new thread count when it changes, else None. Called at least every `WINDOW`
-        seconds while the model decodes; a sample after an idle spell only starts a window."""
+        """The new thread count when it changes, else None. Called about every `WINDOW` seconds
+        while the model decodes. After a window spent mostly idle, every thread is tried again:
+        a quiet machine is the common case, and crowded cores take one window to notice."""
         last, self._last = self._last, sample
         if last is None:
             return None
         span = sample.at - last.at
-        if span <= 0 or span > STALE * WINDOW:
+        if span <= 0:
             return None
+        if (sample.busy - last.busy) / span < BUSY:
+            if self.threads == self.most:
+                return None
+            self.threads = self.most
+            return self.threads
         waited = (sample.waited - last.waited) / span
         spare = (sample.idle - last.idle) / span
         if waited >= CROWDED and self.threads > 1:

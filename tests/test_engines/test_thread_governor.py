@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from asgi_llm.engines.core_load import CoreReader
-from asgi_llm.engines.thread_governor import CROWDED, STALE, WINDOW, CoreSample, ThreadGovernor
+from asgi_llm.engines.thread_governor import BUSY, CROWDED, WINDOW, CoreSample, ThreadGovernor
 
 
 class Timeline:
@@ -18,12 +18,14 @@ class Timeline:
         self.at = 100.0
         self.waited = 0.0
         self.idle = 0.0
+        self.busy = 0.0
 
-    def next(self, waited: float, idle: float, span: float = WINDOW) -> CoreSample:
+    def next(self, waited: float, idle: float, span: float = WINDOW, busy: float = 0.97) -> CoreSample:
         self.at += span
         self.waited += waited * span
         self.idle += idle * span
-        return CoreSample(self.at, self.waited, self.idle)
+        self.busy += busy * span
+        return CoreSample(self.at, self.waited, self.idle, self.busy)
 
 
 def test_quiet_cores_keep_every_thread() -> None:
@@ -59,12 +61,20 @@ def test_between_thresholds_nothing_changes() -> None:
     assert governor.threads == 1
 
 
-def test_an_idle_spell_only_starts_a_new_window() -> None:
+def test_after_an_idle_spell_every_thread_is_tried_again() -> None:
     governor, time = ThreadGovernor(2), Timeline()
     governor.observe(time.next(0, 0))
-    assert governor.observe(time.next(waited=0.5, idle=0, span=WINDOW * (STALE + 1))) is None
+    assert governor.observe(time.next(waited=0.4, idle=0)) == 1
+    assert governor.observe(time.next(waited=0.0, idle=2.0, span=30, busy=0.01)) == 2
+    assert governor.observe(time.next(waited=0.4, idle=0)) == 1  # still crowded: one window to notice
+
+
+def test_a_mostly_idle_window_decides_nothing_on_its_figures() -> None:
+    """Idle cores while nothing decodes say nothing about decoding; nor does a wait diluted by idleness."""
+    governor, time = ThreadGovernor(2), Timeline()
+    governor.observe(time.next(0, 0))
+    assert governor.observe(time.next(waited=0.9, idle=0, busy=BUSY * 0.9)) is None
     assert governor.threads == 2
-    assert governor.observe(time.next(waited=0.5, idle=0)) == 1
 
 
 def test_one_configured_thread_never_moves() -> None:
@@ -87,27 +97,28 @@ def test_reader_sums_idle_over_the_allowed_cores_only(tmp_path: Path) -> None:
 
     ticks = os.sysconf("SC_CLK_TCK")
     root = _proc(tmp_path, 2_500_000_000, {0: (1000, 10), 1: (500, 5), 2: (7000, 0)})
-    sample = CoreReader(frozenset({0, 1}), root).sample()
+    sample = CoreReader(frozenset({0, 1}), root).sample(busy=1.5)
     assert sample is not None
     assert sample.waited == pytest.approx(2.5)
     assert sample.idle == pytest.approx((1000 + 10 + 500 + 5) / ticks)
+    assert sample.busy == 1.5
 
 
 def test_reader_without_proc_gives_nothing(tmp_path: Path) -> None:
-    assert CoreReader(frozenset({0}), tmp_path / "missing").sample() is None
+    assert CoreReader(frozenset({0}), tmp_path / "missing").sample(0.0) is None
     root = _proc(tmp_path, 1, {5: (1, 1)})
-    assert CoreReader(frozenset({0}), root).sample() is None  # none of its cores listed
+    assert CoreReader(frozenset({0}), root).sample(0.0) is None  # none of its cores listed
 
 
 def test_reader_on_this_machine_moves_forward() -> None:
     reader = CoreReader()
-    first = reader.sample()
+    first = reader.sample(0.0)
     if not Path("/proc/thread-self/schedstat").exists():
         assert first is None
         return
     assert first is not None
     sum(i * i for i in range(200_000))
-    second = reader.sample()
+    second = reader.sample(0.0)
     assert second is not None
     assert second.at > first.at
     assert second.waited >= first.waited

@@ -13,6 +13,7 @@ import contextlib
 import ctypes
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -251,9 +252,14 @@ class Decoder:
             seq_id[i][0] = entry.sequence
             logits[i] = entry.logits
         native.n_tokens = len(batch)
-        if self.threads is not None:
-            self.threads.check()
-        status = llama_cpp.llama_decode(self._ctx, native)
+        threads = self.threads
+        if threads is None:
+            status = llama_cpp.llama_decode(self._ctx, native)
+        else:
+            threads.check()
+            started = time.perf_counter()
+            status = llama_cpp.llama_decode(self._ctx, native)
+            threads.decoded(time.perf_counter() - started)
         if status != 0:
             raise InternalError(f"llama_decode returned {status}")
 

@@ -27,17 +27,21 @@ class GovernedThreads:
         self._batch_threads = batch_threads
         self._reader = reader if reader is not None else CoreReader()
         self._next_look = 0.0
+        self._busy = 0.0  # seconds inside llama_decode
 
     @property
     def threads(self) -> int:
         return self._governor.threads
+
+    def decoded(self, seconds: float) -> None:
+        self._busy += seconds
 
     def check(self) -> None:
         now = time.monotonic()
         if now < self._next_look:
             return
         self._next_look = now + WINDOW
-        sample = self._reader.sample()
+        sample = self._reader.sample(self._busy)
         if sample is None:  # nothing to read here: threads stay as configured
             self._next_look = math.inf
             return
