@@ -33,7 +33,9 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _server import cpu_busy, free_port, wait_healthy  # noqa: E402
+from _server import ChildServer, cpu_busy, free_port, wait_healthy  # noqa: E402
+
+from asgi_llm.config import default_model_path  # noqa: E402
 
 USER = [{"role": "user", "content": "Write a very long story about the sea."}]
 KEEP_TALKING = {"0": -100, "2": -100}  # the packaged model's end-of-turn tokens
@@ -88,8 +90,31 @@ def serve(threads: int, policy: str, adapt: bool, folder: Path) -> tuple[subproc
     return process, url
 
 
+def llama_server(threads: int, args: argparse.Namespace) -> ChildServer:
+    """llama.cpp's own server on the packaged model (built and cached by anchors.py) with `-np` the
+    concurrency, in this environment (libgomp's own 3 ms spin unless it sets OpenMP variables)."""
+    from anchors import build, theirs
+
+    binary, _ = build(args.cache)
+    return theirs(binary, default_model_path(), threads, args.concurrency)
+
+
+def measure_llama_server(threads: int, args: argparse.Namespace) -> None:
+    with llama_server(threads, args) as server:
+        assert server.process is not None
+        rounds(server.process, server.url, f"{threads} threads, llama-server", threads, "llama-server", "-", args)
+
+
 def measure(threads: int, policy: str, adapt: bool, folder: Path, args: argparse.Namespace) -> None:
     process, url = serve(threads, policy, adapt, folder)
+    rounds(process, url, f"{threads} threads, {policy}, adapt {'on' if adapt else 'off'}", threads, policy,
+           "on" if adapt else "off", args)  # fmt: skip
+
+
+def rounds(
+    process: subprocess.Popen[bytes], url: str, label: str, threads: int, policy: str, adapt: str,
+    args: argparse.Namespace,
+) -> None:  # fmt: skip
     core = max(os.sched_getaffinity(0))
     quiet_rates: list[float] = []
     quiet_times: list[float] = []
@@ -110,14 +135,15 @@ def measure(threads: int, policy: str, adapt: bool, folder: Path, args: argparse
                 background.wait()
             busy_rates.append(rate)
             busy_times += times
-            print(f"  ({threads} threads, {policy}, adapt {'on' if adapt else 'off'}: round quiet {quiet_rates[-1]:.1f}"
+            print(f"  ({label}: round quiet {quiet_rates[-1]:.1f}"
                   f" t/s, contended {rate:.1f} t/s, slowest contended request {max(times):.1f} s)", flush=True)  # fmt: skip
     finally:
-        process.terminate()
-        process.wait(30)
+        if policy != "llama-server":  # its ChildServer stops it
+            process.terminate()
+            process.wait(30)
     quiet, busy = statistics.median(quiet_rates), statistics.median(busy_rates)
     typical = statistics.median(quiet_times)
-    print(f"{threads:>7} {policy:>8} {'on' if adapt else 'off':>5} {quiet:>9.1f} {busy:>9.1f} {busy / quiet:>6.2f}"
+    print(f"{threads:>7} {policy:>8} {adapt:>5} {quiet:>9.1f} {busy:>9.1f} {busy / quiet:>6.2f}"
           f" {max(quiet_times):>9.2f} {max(busy_times):>9.2f} {max(busy_times) / typical:>6.2f}", flush=True)  # fmt: skip
 
 
@@ -129,6 +155,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--adapt", default="on", help="adapt_threads: on, off or on,off")
+    parser.add_argument("--llama-server", action="store_true", help="also llama.cpp's own server (see anchors.py)")
+    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "asgi_llm_bench")
     args = parser.parse_args()
     busy = cpu_busy()
     print(f"CPU busy before start: {busy:.0%}" if busy is not None else "CPU load unknown")
@@ -141,6 +169,9 @@ def main() -> None:
             for threads in (int(t) for t in args.threads.split(",")):
                 for adapt in args.adapt.split(","):
                     measure(threads, policy, adapt == "on", Path(folder), args)
+        if args.llama_server:
+            for threads in (int(t) for t in args.threads.split(",")):
+                measure_llama_server(threads, args)
 
 
 if __name__ == "__main__":

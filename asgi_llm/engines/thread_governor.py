@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 __all__ = ["CoreSample", "ThreadGovernor"]
 
-WINDOW = 0.25  # seconds between decisions
+WINDOW = 0.1  # seconds between decisions
 CROWDED = 0.15  # the inference thread waited for a core this share of the time: give one up
+CROWDED_WINDOWS = 2  # ...in this many windows running (one alone may be a moment's spike)
 SPARE = 0.75  # cores idle on average while decoding: take one back
 BUSY = 0.8  # a window decoding less of its time than this measured idleness, not decoding
 
@@ -38,6 +39,7 @@ class ThreadGovernor:
         self.most = most
         self.threads = most
         self._last: CoreSample | None = None
+        self._crowded = 0  # crowded windows in a row
 
     def observe(self, sample: CoreSample) -> int | None:
         """The new thread count when it changes, else None. Called about every `WINDOW` seconds
@@ -50,13 +52,16 @@ class ThreadGovernor:
         if span <= 0:
             return None
         if (sample.busy - last.busy) / span < BUSY:
+            self._crowded = 0
             if self.threads == self.most:
                 return None
             self.threads = self.most
             return self.threads
         waited = (sample.waited - last.waited) / span
         spare = (sample.idle - last.idle) / span
-        if waited >= CROWDED and self.threads > 1:
+        self._crowded = self._crowded + 1 if waited >= CROWDED else 0
+        if self._crowded >= CROWDED_WINDOWS and self.threads > 1:
+            self._crowded = 0
             self.threads -= 1
             return self.threads
         if waited < CROWDED / 2 and spare >= SPARE and self.threads < self.most:

@@ -35,17 +35,27 @@ def test_quiet_cores_keep_every_thread() -> None:
     assert governor.threads == 4
 
 
-def test_crowded_cores_give_up_one_thread_per_window_down_to_one() -> None:
+def test_crowded_cores_give_up_one_thread_per_two_windows_down_to_one() -> None:
     governor, time = ThreadGovernor(3), Timeline()
     governor.observe(time.next(0, 0))
-    answers = [governor.observe(time.next(waited=0.4, idle=0.0)) for _ in range(4)]
-    assert answers == [2, 1, None, None]
+    answers = [governor.observe(time.next(waited=0.4, idle=0.0)) for _ in range(6)]
+    assert answers == [None, 2, None, 1, None, None]
     assert governor.threads == 1
+
+
+def test_one_crowded_window_alone_is_a_spike() -> None:
+    governor, time = ThreadGovernor(2), Timeline()
+    governor.observe(time.next(0, 0))
+    for _ in range(5):
+        assert governor.observe(time.next(waited=0.5, idle=0.0)) is None
+        assert governor.observe(time.next(waited=0.02, idle=0.0)) is None
+    assert governor.threads == 2
 
 
 def test_threads_come_back_once_cores_sit_idle() -> None:
     governor, time = ThreadGovernor(2), Timeline()
     governor.observe(time.next(0, 0))
+    governor.observe(time.next(waited=0.4, idle=0.0))
     assert governor.observe(time.next(waited=0.4, idle=0.0)) == 1
     assert governor.observe(time.next(waited=0.01, idle=0.1)) is None  # the other core is still taken
     assert governor.observe(time.next(waited=0.01, idle=0.95)) == 2
@@ -56,6 +66,7 @@ def test_between_thresholds_nothing_changes() -> None:
     """Waits between half the threshold and the threshold hold the count both ways: no flapping."""
     governor, time = ThreadGovernor(2), Timeline()
     governor.observe(time.next(0, 0))
+    governor.observe(time.next(waited=CROWDED, idle=0))
     assert governor.observe(time.next(waited=CROWDED, idle=0)) == 1
     assert governor.observe(time.next(waited=CROWDED * 0.75, idle=1.0)) is None
     assert governor.threads == 1
@@ -64,9 +75,11 @@ def test_between_thresholds_nothing_changes() -> None:
 def test_after_an_idle_spell_every_thread_is_tried_again() -> None:
     governor, time = ThreadGovernor(2), Timeline()
     governor.observe(time.next(0, 0))
+    governor.observe(time.next(waited=0.4, idle=0))
     assert governor.observe(time.next(waited=0.4, idle=0)) == 1
     assert governor.observe(time.next(waited=0.0, idle=2.0, span=30, busy=0.01)) == 2
-    assert governor.observe(time.next(waited=0.4, idle=0)) == 1  # still crowded: one window to notice
+    assert governor.observe(time.next(waited=0.4, idle=0)) is None
+    assert governor.observe(time.next(waited=0.4, idle=0)) == 1  # still crowded: two windows to notice
 
 
 def test_a_mostly_idle_window_decides_nothing_on_its_figures() -> None:

@@ -27,6 +27,7 @@ from ..decoding.grammar import Schema, harden
 from ..decoding.tool_calls import JsonValues
 from ..decoding.tool_detect import CallDetector, trigger_grammar
 from .native import Model
+from .picks import fast_pick
 
 __all__ = ["Sampling", "checked_grammar", "logprob", "readable", "spelling"]
 
@@ -99,7 +100,13 @@ def _remembers(params: SamplingParams) -> bool:
     return params.repeat_penalty != 1.0 or bool(params.frequency_penalty) or bool(params.presence_penalty)
 
 
-def _chain(params: SamplingParams, index: int, n_vocab: int) -> Any:
+def _seed(params: SamplingParams, index: int) -> int:
+    """Choice `index`'s seed: the request's plus the index, so choices differ but repeat."""
+    seed = params.seed + index if params.seed is not None else random.getrandbits(32)
+    return seed & 0xFFFFFFFF
+
+
+def _chain(params: SamplingParams, seed: int, n_vocab: int) -> Any:
     chain = internals.LlamaSampler()
     if params.logit_bias:
         chain.add_logit_bias(n_vocab, dict(params.logit_bias))
@@ -117,36 +124,8 @@ def _chain(params: SamplingParams, index: int, n_vocab: int) -> Any:
     if params.min_p > 0:
         chain.add_min_p(params.min_p, 1)
     chain.add_temp(params.temperature)
-    seed = params.seed + index if params.seed is not None else random.getrandbits(32)
-    chain.add_dist(seed & 0xFFFFFFFF)
+    chain.add_dist(seed)
     return chain
-
-
-class _Greedy:
-    """The highest logit after the client's bias, read straight from the logits: what llama.cpp's
-    logit-bias and greedy samplers pick (the first of equal highs), without their copy of the
-    whole vocabulary into candidates, about a tenth of the time per token."""
-
-    def __init__(self, bias: Mapping[int, float], n_vocab: int) -> None:
-        self._n_vocab = n_vocab
-        self._ids = np.fromiter(bias, dtype=np.intp, count=len(bias))
-        self._bias = np.fromiter(bias.values(), dtype=np.float32, count=len(bias))
-        self._biased = np.empty(n_vocab, dtype=np.float32) if bias else None
-
-    def pick(self, logits: Any) -> int:
-        values = np.ctypeslib.as_array(logits, shape=(self._n_vocab,))
-        if self._biased is not None:  # the model's logits stay as they are, for logprobs
-            np.copyto(self._biased, values)
-            self._biased[self._ids] += self._bias
-            values = self._biased
-        return int(values.argmax())
-
-
-def _greedy(params: SamplingParams, n_vocab: int) -> _Greedy | None:
-    """The fast pick where the chain is the logit bias and greedy alone."""
-    if params.temperature > 0 or _remembers(params):
-        return None
-    return _Greedy(dict(params.logit_bias or {}), n_vocab)
 
 
 def _grammar_sampler(model: Model, gbnf: str) -> Any:
@@ -219,8 +198,9 @@ class Sampling:
     ) -> None:
         self._model = model
         self._logits = logits
-        self._chain = _chain(params, index, model.n_vocab)
-        self._greedy = _greedy(params, model.n_vocab)
+        seed = _seed(params, index)
+        self._chain = _chain(params, seed, model.n_vocab)
+        self._fast = fast_pick(params, model.n_vocab, seed)
         self._remembers = _remembers(params)
         self._control_pieces = control_pieces  # reasoning markers that are control tokens
         self._call_markers = call_markers  # tool-call markers that are control tokens
@@ -265,8 +245,8 @@ class Sampling:
     def sample(self, row: int, context: Any, remaining: int) -> int:
         """The next token from batch row `row` of the last decode on `context`, `remaining` tokens
         being left to the output (this one included)."""
-        if self._greedy is not None:
-            token = self._greedy.pick(self._logits(row))
+        if self._fast is not None:
+            token = self._fast.pick(self._logits(row))
             if self._grammar is None:
                 return token
         elif self._grammar is None:
