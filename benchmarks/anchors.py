@@ -13,7 +13,10 @@ of a shared machine hits all alike. In each round and at each concurrency C (1, 
 `httpx.AsyncClient` send streaming OpenAI chat completions back to back (R requests each, after one
 warm-up request), with the same messages, `temperature` 0, `max_tokens` N and every end-of-generation
 token banned by `logit_bias`, so every response is exactly N tokens (the script checks the usage both
-servers report, and warns if not).
+servers report, and warns if not). With `--temperature T` (T > 0) the requests sample instead, each
+server by its own rules for a request that names no other parameter: the whole vocabulary for
+`asgi-llm serve` (OpenAI's meaning), llama-server's default chain (top_k 40 first) for it; the
+in-process reference stays greedy.
 
 Figures: aggregate tokens/s (completion tokens of the round / its wall time), the median per-stream
 decode rate `(chunks - 1) / (last chunk - first chunk)`, time to first token p50/p95 (request sent to
@@ -22,7 +25,7 @@ the in-process `create_chat_completion(stream=True)` (same messages and bias) as
 stream.
 
 Run: .venv/bin/python benchmarks/anchors.py [--types model,q4_k_m,q4_0] [--rounds R] [--requests N]
-     [--tokens T] [--threads T] [--parallel P] [--cache DIR]
+     [--tokens T] [--threads T] [--parallel P] [--temperature T] [--cache DIR]
 """
 
 from __future__ import annotations
@@ -168,20 +171,20 @@ def theirs(binary: Path, model: str, threads: int, parallel: int) -> ChildServer
     )
 
 
-async def one_request(client: httpx.AsyncClient, tokens: int, bias: dict[str, float]) -> Sample:
+async def one_request(client: httpx.AsyncClient, tokens: int, bias: dict[str, float], temperature: float) -> Sample:
     """One streamed request; retried once if the server closed a kept-alive connection first."""
     try:
-        return await _one_request(client, tokens, bias)
+        return await _one_request(client, tokens, bias, temperature)
     except httpx.RemoteProtocolError:
-        return await _one_request(client, tokens, bias)
+        return await _one_request(client, tokens, bias, temperature)
 
 
-async def _one_request(client: httpx.AsyncClient, tokens: int, bias: dict[str, float]) -> Sample:
+async def _one_request(client: httpx.AsyncClient, tokens: int, bias: dict[str, float], temperature: float) -> Sample:
     body = {
         "model": MODEL_ID,
         "messages": MESSAGES,
         "max_tokens": tokens,
-        "temperature": 0,
+        "temperature": temperature,
         "logit_bias": bias,
         "stream": True,
         "stream_options": {"include_usage": True},
@@ -205,11 +208,11 @@ async def _one_request(client: httpx.AsyncClient, tokens: int, bias: dict[str, f
 
 
 async def load(
-    base: str, concurrency: int, requests: int, tokens: int, bias: dict[str, float]
+    base: str, concurrency: int, requests: int, tokens: int, bias: dict[str, float], temperature: float = 0.0
 ) -> tuple[float, list[Sample]]:
     """Aggregate tokens/s of `concurrency` clients sending `requests` streams each, and every sample."""
     samples, elapsed = await concurrent_streams(
-        base, concurrency, requests, lambda client: one_request(client, tokens, bias)
+        base, concurrency, requests, lambda client: one_request(client, tokens, bias, temperature)
     )
     return sum(s.tokens for s in samples) / elapsed, samples
 
@@ -273,7 +276,7 @@ def measure(kind: str, model: str, server_bin: Path, args: argparse.Namespace) -
             for concurrency in CONCURRENCY:
                 for side in order:
                     aggregate, samples = asyncio.run(
-                        load(sides[side].url, concurrency, args.requests, args.tokens, reference.bias)
+                        load(sides[side].url, concurrency, args.requests, args.tokens, reference.bias, args.temperature)
                     )
                     f = figures[side, concurrency]
                     f.aggregate.append(aggregate)
@@ -317,6 +320,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--temperature", type=float, default=0.0, help="> 0: sampled requests (see above)")
     parser.add_argument("--requests", type=int, default=2, help="requests per client per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--parallel", type=int, default=max(CONCURRENCY), help="sequences, both servers")

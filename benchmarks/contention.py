@@ -5,7 +5,8 @@ counts and OpenMP wait policies: the measurements the default `n_threads` is cho
         [--adapt on,off] [--tokens 64] [--rounds 2] [--concurrency 4]
 
 For each configuration it starts `asgi-llm serve --threads T` (packaged model; the environment's
-OMP_WAIT_POLICY set as asked, `default` = unset; `adapt_threads` on or off) and runs rounds alternating quiet and contended
+OMP_WAIT_POLICY set as asked, `default` = unset; `adapt_threads` on or off; with `--llama-server`, also
+llama.cpp's own server as anchors.py builds it) and runs rounds alternating quiet and contended
 (a `while True: pass` process pinned to the last core this process may use). A round is
 `--concurrency` streamed chat completions of `--tokens` tokens each (end-of-turn tokens banned),
 started together. Prints, per configuration, aggregate tokens/s and the slowest request's latency
@@ -135,8 +136,8 @@ def rounds(
                 background.wait()
             busy_rates.append(rate)
             busy_times += times
-            print(f"  ({label}: round quiet {quiet_rates[-1]:.1f}"
-                  f" t/s, contended {rate:.1f} t/s, slowest contended request {max(times):.1f} s)", flush=True)  # fmt: skip
+            print(f"  ({label}: round quiet {quiet_rates[-1]:.1f} t/s, contended {rate:.1f} t/s,"
+                  f" slowest contended request {max(times):.1f} s)", flush=True)  # fmt: skip
     finally:
         if policy != "llama-server":  # its ChildServer stops it
             process.terminate()
