@@ -2,7 +2,7 @@
 counts and OpenMP wait policies: the measurements the default `n_threads` is chosen from.
 
     .venv/bin/python benchmarks/contention.py [--threads 1,2] [--wait-policy default,passive]
-        [--adapt on,off] [--tokens 64] [--rounds 2] [--concurrency 4]
+        [--adapt on,off] [--llama-server] [--tokens 64] [--rounds 2] [--concurrency 4]
 
 For each configuration it starts `asgi-llm serve --threads T` (packaged model; the environment's
 OMP_WAIT_POLICY set as asked, `default` = unset; `adapt_threads` on or off; with `--llama-server`, also

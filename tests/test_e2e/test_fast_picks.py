@@ -19,7 +19,7 @@ from asgi_llm import ModelConfig
 from asgi_llm.core import SamplingParams
 from asgi_llm.engines.batching import BatchToken
 from asgi_llm.engines.llamacpp.native import Decoder, Model, new_single_context
-from asgi_llm.engines.llamacpp.picks import SampledPick
+from asgi_llm.engines.llamacpp.picks import PENALTY_WINDOW, SampledPick
 from asgi_llm.engines.llamacpp.sampling import Sampling
 
 STEPS = 24
@@ -35,19 +35,27 @@ def loaded() -> Iterator[tuple[Model, Decoder]]:
     model.close()
 
 
-def llama_cpp_pick(decoder: Decoder, row: int, bias: dict[int, float], n_vocab: int) -> int:
+def llama_cpp_greedy(bias: dict[int, float], penalties: dict[str, float], n_vocab: int) -> object:
     chain: object = _internals.LlamaSampler()
     if bias:
         chain.add_logit_bias(n_vocab, bias)  # type: ignore[attr-defined]
+    if penalties:
+        chain.add_penalties(  # type: ignore[attr-defined]
+            n_vocab, PENALTY_WINDOW, penalties["repeat_penalty"], penalties["frequency_penalty"],
+            penalties["presence_penalty"],
+        )  # fmt: skip
     chain.add_greedy()  # type: ignore[attr-defined]
-    return int(chain.sample(decoder.context, row))  # type: ignore[attr-defined]
+    return chain
 
 
 def logits(model: Model, decoder: Decoder, row: int) -> np.ndarray:
     return np.ctypeslib.as_array(decoder.logits(row), shape=(model.n_vocab,)).copy()
 
 
-@pytest.mark.parametrize("kind", ["no bias", "ban the winner", "force a token", "ban the end tokens"])
+PENALTIES = {"repeat_penalty": 1.3, "frequency_penalty": 0.5, "presence_penalty": 0.4}
+
+
+@pytest.mark.parametrize("kind", ["no bias", "ban the winner", "force a token", "ban the end tokens", "penalties"])
 def test_greedy_pick_equals_llama_cpp_greedy(loaded: tuple[Model, Decoder], kind: str) -> None:
     model, decoder = loaded
     decoder.clear()
@@ -60,13 +68,18 @@ def test_greedy_pick_equals_llama_cpp_greedy(loaded: tuple[Model, Decoder], kind
         "ban the winner": {natural: -100.0},
         "force a token": {4321: 100.0},
         "ban the end tokens": {0: -100.0, 2: -100.0, model.eos: -100.0},
+        "penalties": {0: -100.0, 2: -100.0},
     }[kind]
-    sampling = Sampling(model, decoder.logits, SamplingParams(temperature=0, logit_bias=tuple(bias.items())), 0)
+    penalties = PENALTIES if kind == "penalties" else {}
+    params = SamplingParams(temperature=0, logit_bias=tuple(bias.items()), **penalties)  # type: ignore[arg-type]
+    sampling = Sampling(model, decoder.logits, params, 0)
+    chain = llama_cpp_greedy(bias, penalties, model.n_vocab)
     picks = []
-    for _ in range(STEPS):
+    steps = STEPS * 4 if penalties else STEPS  # past the penalties' window, so tokens leave it too
+    for _ in range(steps):
         before = logits(model, decoder, row)
-        expected = llama_cpp_pick(decoder, row, bias, model.n_vocab)
-        token = sampling.sample(row, decoder.context, STEPS)
+        expected = int(chain.sample(decoder.context, row))  # type: ignore[attr-defined]
+        token = sampling.sample(row, decoder.context, steps)
         assert token == expected
         assert np.array_equal(logits(model, decoder, row), before), "the model's logits were changed"
         picks.append(token)
@@ -76,6 +89,8 @@ def test_greedy_pick_equals_llama_cpp_greedy(loaded: tuple[Model, Decoder], kind
         assert picks[0] != natural
     if kind == "force a token":
         assert picks == [4321] * STEPS
+    if kind == "penalties":
+        assert len(picks) > PENALTY_WINDOW
     if kind != "force a token":
         assert len(set(picks)) > 3, "a real continuation, not one token over and over"
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from asgi_llm.core import SamplingParams
-from asgi_llm.engines.llamacpp.picks import GreedyPick, SampledPick, fast_pick, nucleus
+from asgi_llm.engines.llamacpp.picks import PENALTY_WINDOW, GreedyPick, Penalties, SampledPick, fast_pick, nucleus
 
 
 def pointer(values: np.ndarray) -> Any:
@@ -133,10 +133,36 @@ def test_greedy_takes_the_first_of_equal_highs() -> None:
     assert GreedyPick({}, 4).pick(pointer(logits)) == 1
 
 
-def test_chains_it_cannot_reproduce_stay_with_llama_cpp() -> None:
+def test_only_top_k_chains_stay_with_llama_cpp() -> None:
     assert fast_pick(params(temperature=0), 10, 1).__class__ is GreedyPick
+    assert fast_pick(params(temperature=0, top_k=5), 10, 1).__class__ is GreedyPick  # top_k cannot move the top
     assert fast_pick(params(top_p=0.9, min_p=0.05), 10, 1).__class__ is SampledPick
+    assert fast_pick(params(repeat_penalty=1.1), 10, 1).__class__ is SampledPick
     assert fast_pick(params(top_k=40), 10, 1) is None
-    assert fast_pick(params(repeat_penalty=1.1), 10, 1) is None
-    assert fast_pick(params(temperature=0, frequency_penalty=0.5), 10, 1) is None
-    assert fast_pick(params(presence_penalty=0.5), 10, 1) is None
+    assert fast_pick(params(top_k=40, presence_penalty=0.5), 10, 1) is None
+
+
+def test_penalties_follow_llama_cpps_rules_over_the_last_64_tokens() -> None:
+    sampling = params(repeat_penalty=2.0, frequency_penalty=0.25, presence_penalty=0.5)
+    penalties = Penalties(sampling)
+    for token in [1, 1, 2] + [3] * (PENALTY_WINDOW - 3):
+        penalties.took(token)
+    values = np.array([1.0, 4.0, -2.0, 0.0, 3.0], dtype=np.float32)
+    penalties.apply(values)
+    assert values.tolist() == pytest.approx(
+        [1.0, 4.0 / 2 - (2 * 0.25 + 0.5), -2.0 * 2 - (1 * 0.25 + 0.5), 0.0 * 2 - (61 * 0.25 + 0.5), 3.0]
+    )
+    for _ in range(2):  # both 1s leave the window; 3 comes in twice more
+        penalties.took(3)
+    values = np.array([1.0, 4.0, -2.0, 1.0, 3.0], dtype=np.float32)
+    penalties.apply(values)
+    assert values.tolist() == pytest.approx([1.0, 4.0, -2.0 * 2 - (1 * 0.25 + 0.5), 1.0 / 2 - (63 * 0.25 + 0.5), 3.0])
+
+
+def test_a_penalized_pick_avoids_what_it_took() -> None:
+    logits = np.array([5.0, 4.9, 1.0], dtype=np.float32)
+    pick = GreedyPick({}, 3, Penalties(params(temperature=0, presence_penalty=1.0)))
+    first = pick.pick(pointer(logits))
+    pick.took(first)
+    assert (first, pick.pick(pointer(logits))) == (0, 1)
+    assert logits.tolist() == pytest.approx([5.0, 4.9, 1.0]), "the model's logits were changed"

@@ -6,14 +6,16 @@ cores. These take 10 µs and about 60–100 µs.
 
 Same rules in the same order as the chain in `sampling._chain`: the client's bias, top_p (the
 most likely tokens until their probabilities reach p, at temperature 1), min_p (tokens at least
-min_p times as likely as the most likely one), temperature, then one draw. Chains with top_k
-(fast in llama.cpp already: it cuts the candidates first) or penalties (which keep a history)
-stay with llama.cpp.
+min_p times as likely as the most likely one), temperature, then one draw; repetition,
+frequency and presence penalties over the last `PENALTY_WINDOW` tokens taken come right after
+the bias, as llama.cpp's penalties sampler applies them. Chains with top_k stay with llama.cpp,
+which is fast there: it cuts the candidates first.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter, deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,40 +23,85 @@ import numpy as np
 
 from ...core.requests import SamplingParams
 
-__all__ = ["GreedyPick", "SampledPick", "fast_pick", "nucleus"]
+__all__ = ["PENALTY_WINDOW", "GreedyPick", "Penalties", "SampledPick", "fast_pick", "nucleus"]
+
+PENALTY_WINDOW = 64  # tokens the penalties look back over
 
 _BLOCK = 512  # a full-vocabulary draw finds its block of tokens first, then the token in it
 _NUCLEUS_FLOORS = (1e-2, 1e-4, 1e-7, 0.0)  # relative to the top token's weight
 
 
-class _Biased:
-    """The logits of one row with the client's bias added, in a buffer of its own: the model's
-    logits stay as they are, for logprobs."""
+class Penalties:
+    """llama.cpp's penalties sampler: each token among the last `PENALTY_WINDOW` taken has its
+    logit divided by the repeat penalty (multiplied, where it is not positive), then lowered by
+    the frequency penalty per occurrence and the presence penalty once."""
 
-    def __init__(self, bias: Mapping[int, float], n_vocab: int) -> None:
+    def __init__(self, params: SamplingParams) -> None:
+        self._repeat = np.float32(params.repeat_penalty)
+        self._frequency = np.float32(params.frequency_penalty)
+        self._presence = np.float32(params.presence_penalty)
+        self._recent: deque[int] = deque()
+        self._counts: Counter[int] = Counter()
+
+    def took(self, token: int) -> None:
+        self._counts[token] += 1
+        if len(self._recent) >= PENALTY_WINDOW:
+            oldest = self._recent.popleft()
+            self._counts[oldest] -= 1
+            if not self._counts[oldest]:
+                del self._counts[oldest]
+        self._recent.append(token)
+
+    def apply(self, values: np.ndarray) -> None:
+        if not self._counts:
+            return
+        ids = np.fromiter(self._counts, dtype=np.intp, count=len(self._counts))
+        counts = np.fromiter(self._counts.values(), dtype=np.float32, count=len(self._counts))
+        logits = values[ids]
+        logits = np.where(logits <= 0, logits * self._repeat, logits / self._repeat)
+        values[ids] = logits - (counts * self._frequency + self._presence)
+
+
+class _Biased:
+    """The logits of one row with the client's bias added and the penalties applied, in a buffer
+    of its own: the model's logits stay as they are, for logprobs."""
+
+    def __init__(self, bias: Mapping[int, float], n_vocab: int, penalties: Penalties | None = None) -> None:
         self.n_vocab = n_vocab
+        self.penalties = penalties
         self._ids = np.fromiter(bias, dtype=np.intp, count=len(bias))
         self._bias = np.fromiter(bias.values(), dtype=np.float32, count=len(bias))
-        self._buffer = np.empty(n_vocab, dtype=np.float32) if bias else None
+        self._buffer = np.empty(n_vocab, dtype=np.float32) if bias or penalties else None
 
     def values(self, logits: Any) -> np.ndarray:
         values = np.ctypeslib.as_array(logits, shape=(self.n_vocab,))
         if self._buffer is None:
             return values
         np.copyto(self._buffer, values)
-        self._buffer[self._ids] += self._bias
+        if len(self._ids):
+            self._buffer[self._ids] += self._bias
+        if self.penalties is not None:
+            self.penalties.apply(self._buffer)
         return self._buffer
+
+    def took(self, token: int) -> None:
+        if self.penalties is not None:
+            self.penalties.took(token)
 
 
 class GreedyPick:
-    """The highest biased logit: what llama.cpp's logit-bias and greedy samplers pick (the first
-    of equal highs)."""
+    """The highest logit after bias and penalties: what llama.cpp's samplers before greedy, and
+    greedy, pick (the first of equal highs)."""
 
-    def __init__(self, bias: Mapping[int, float], n_vocab: int) -> None:
-        self._biased = _Biased(bias, n_vocab)
+    def __init__(self, bias: Mapping[int, float], n_vocab: int, penalties: Penalties | None = None) -> None:
+        self._biased = _Biased(bias, n_vocab, penalties)
 
     def pick(self, logits: Any) -> int:
         return int(self._biased.values(logits).argmax())
+
+    def took(self, token: int) -> None:
+        """`token` is the output's next, whoever chose it (the penalties count it)."""
+        self._biased.took(token)
 
 
 def nucleus(values: np.ndarray, top: float, p: float) -> np.ndarray:
@@ -76,8 +123,8 @@ def nucleus(values: np.ndarray, top: float, p: float) -> np.ndarray:
 class SampledPick:
     """Temperature sampling, with top_p and min_p, from a seeded generator of its own."""
 
-    def __init__(self, params: SamplingParams, n_vocab: int, seed: int) -> None:
-        self._biased = _Biased(dict(params.logit_bias or {}), n_vocab)
+    def __init__(self, params: SamplingParams, n_vocab: int, seed: int, penalties: Penalties | None = None) -> None:
+        self._biased = _Biased(dict(params.logit_bias or {}), n_vocab, penalties)
         self._temperature = np.float32(params.temperature)
         self._top_p = params.top_p
         self._min_p = params.min_p
@@ -97,6 +144,10 @@ class SampledPick:
             np.divide(weights, self._temperature, out=weights)
         np.exp(weights, out=weights)
         return self._draw_blocked(weights)
+
+    def took(self, token: int) -> None:
+        """`token` is the output's next, whoever chose it (the penalties count it)."""
+        self._biased.took(token)
 
     def kept(self, logits: Any) -> np.ndarray | None:
         """The ids top_p and min_p leave to draw from; None when they leave every token."""
@@ -140,10 +191,10 @@ def _landing(running: np.ndarray, target: float, weights: np.ndarray) -> int:
 
 def fast_pick(params: SamplingParams, n_vocab: int, seed: int) -> GreedyPick | SampledPick | None:
     """The numpy pick for these parameters; None where llama.cpp's chain must do it."""
-    if params.repeat_penalty != 1.0 or params.frequency_penalty or params.presence_penalty:
-        return None
+    penalized = params.repeat_penalty != 1.0 or bool(params.frequency_penalty) or bool(params.presence_penalty)
+    penalties = Penalties(params) if penalized else None
     if params.temperature <= 0:
-        return GreedyPick(dict(params.logit_bias or {}), n_vocab)
+        return GreedyPick(dict(params.logit_bias or {}), n_vocab, penalties)
     if params.top_k > 0:
         return None
-    return SampledPick(params, n_vocab, seed)
+    return SampledPick(params, n_vocab, seed, penalties)

@@ -27,13 +27,12 @@ from ..decoding.grammar import Schema, harden
 from ..decoding.tool_calls import JsonValues
 from ..decoding.tool_detect import CallDetector, trigger_grammar
 from .native import Model
-from .picks import fast_pick
+from .picks import PENALTY_WINDOW, fast_pick
 
 __all__ = ["Sampling", "checked_grammar", "logprob", "readable", "spelling"]
 
 log = logging.getLogger("asgi_llm.engine")
 internals: Any = _internals  # untyped; only its sampler chain is used
-_PENALTY_WINDOW = 64
 _TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])  # llama_token_data
 Logits = Callable[[int], Any]  # batch row -> the ctypes float pointer of its logits
 
@@ -112,7 +111,7 @@ def _chain(params: SamplingParams, seed: int, n_vocab: int) -> Any:
         chain.add_logit_bias(n_vocab, dict(params.logit_bias))
     if _remembers(params):
         chain.add_penalties(
-            n_vocab, _PENALTY_WINDOW, params.repeat_penalty, params.frequency_penalty, params.presence_penalty
+            n_vocab, PENALTY_WINDOW, params.repeat_penalty, params.frequency_penalty, params.presence_penalty
         )
     if params.temperature <= 0:
         chain.add_greedy()
@@ -245,30 +244,35 @@ class Sampling:
     def sample(self, row: int, context: Any, remaining: int) -> int:
         """The next token from batch row `row` of the last decode on `context`, `remaining` tokens
         being left to the output (this one included)."""
+        if self._fast is None and self._grammar is None:
+            return int(self._chain.sample(context, row))  # llama.cpp picks, and its chain takes the token
         if self._fast is not None:
             token = self._fast.pick(self._logits(row))
-            if self._grammar is None:
-                return token
-        elif self._grammar is None:
-            return int(self._chain.sample(context, row))
         elif self._remembers:
             token = self._pick(row, None)
         else:  # llama.cpp's own pass is faster than ours, and accepting into this chain changes nothing
             token = int(self._chain.sample(context, row))
-        if not _allows(self._grammar, token):
-            token = self._pick(row, self._grammar)
-        if self._closer is not None:
-            grammar = self._grammar
-            token = self._closer.choose(token, remaining, lambda t: _allows(grammar, t))
+        grammar = self._grammar
+        if grammar is not None:
+            if not _allows(grammar, token):
+                token = self._pick(row, grammar)
+            if self._closer is not None:
+                token = self._closer.choose(token, remaining, lambda t: _allows(grammar, t))
+            llama_cpp.llama_sampler_accept(grammar, token)
+        self._took(token)
+        return token
+
+    def _took(self, token: int) -> None:
+        """The penalties' history, in the numpy pick and in the chain (which picks under a grammar)."""
+        if self._fast is not None:
+            self._fast.took(token)
         if self._remembers:
             llama_cpp.llama_sampler_accept(self._chain.sampler, token)
-        llama_cpp.llama_sampler_accept(self._grammar, token)
-        return token
 
     def force(self, token: int) -> int:
         """A token the engine decides instead (a thinking budget's closing marker): the chain
         and the grammar take it as if sampled, so penalties and structure stay in step."""
-        llama_cpp.llama_sampler_accept(self._chain.sampler, token)
+        self._took(token)
         if self._grammar is not None:
             llama_cpp.llama_sampler_accept(self._grammar, token)
         if self._closer is not None:
