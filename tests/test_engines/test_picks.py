@@ -88,8 +88,9 @@ def test_draws_follow_the_distribution_the_parameters_define(sampling: dict[str,
 
 
 def test_a_draw_over_the_whole_vocabulary_lands_in_the_right_blocks() -> None:
-    """Over 49,152 tokens the draw finds a block of 512 first: heavy tokens in far-apart blocks
-    (the first, the last, a partial last block) come up as often as their share."""
+    """Over 49,252 tokens the draw finds a block of 512 first: heavy tokens in far-apart blocks
+    (the first, the last, a partial last block) come up as often as their share, and so does
+    the light rest."""
     n = 49_152 + 100
     rng = np.random.default_rng(5)
     logits = (rng.standard_normal(n) - 6).astype(np.float32)
