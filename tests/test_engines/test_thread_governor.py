@@ -28,6 +28,15 @@ class Timeline:
         return CoreSample(self.at, self.waited, self.idle, self.busy)
 
 
+def crowded_to_one() -> tuple[ThreadGovernor, Timeline]:
+    """A governor of 2 threads that two crowded windows have brought down to one."""
+    governor, time = ThreadGovernor(2), Timeline()
+    governor.observe(time.next(0, 0))
+    assert governor.observe(time.next(waited=0.4, idle=0.0)) is None
+    assert governor.observe(time.next(waited=0.4, idle=0.0)) == 1
+    return governor, time
+
+
 def test_quiet_cores_keep_every_thread() -> None:
     governor, time = ThreadGovernor(4), Timeline()
     answers = [governor.observe(time.next(waited=0.03, idle=0.1)) for _ in range(10)]
@@ -53,10 +62,7 @@ def test_one_crowded_window_alone_is_a_spike() -> None:
 
 
 def test_threads_come_back_once_cores_sit_idle() -> None:
-    governor, time = ThreadGovernor(2), Timeline()
-    governor.observe(time.next(0, 0))
-    governor.observe(time.next(waited=0.4, idle=0.0))
-    assert governor.observe(time.next(waited=0.4, idle=0.0)) == 1
+    governor, time = crowded_to_one()
     assert governor.observe(time.next(waited=0.01, idle=0.1)) is None  # the other core is still taken
     assert governor.observe(time.next(waited=0.01, idle=0.95)) == 2
     assert governor.observe(time.next(waited=0.01, idle=0.95)) is None  # never above the configured count
@@ -67,16 +73,13 @@ def test_between_thresholds_nothing_changes() -> None:
     governor, time = ThreadGovernor(2), Timeline()
     governor.observe(time.next(0, 0))
     governor.observe(time.next(waited=CROWDED, idle=0))
-    assert governor.observe(time.next(waited=CROWDED, idle=0)) == 1
+    assert governor.observe(time.next(waited=CROWDED, idle=0)) == 1  # the threshold itself counts as crowded
     assert governor.observe(time.next(waited=CROWDED * 0.75, idle=1.0)) is None
     assert governor.threads == 1
 
 
 def test_after_an_idle_spell_every_thread_is_tried_again() -> None:
-    governor, time = ThreadGovernor(2), Timeline()
-    governor.observe(time.next(0, 0))
-    governor.observe(time.next(waited=0.4, idle=0))
-    assert governor.observe(time.next(waited=0.4, idle=0)) == 1
+    governor, time = crowded_to_one()
     assert governor.observe(time.next(waited=0.0, idle=2.0, span=30, busy=0.01)) == 2
     assert governor.observe(time.next(waited=0.4, idle=0)) is None
     assert governor.observe(time.next(waited=0.4, idle=0)) == 1  # still crowded: two windows to notice
