@@ -198,8 +198,10 @@ class LlamaCppEngine:
             self._model = model = Model(cfg, self._loading)
             context = new_context(model, cfg, sequences=cfg.parallel)
         self.memory = measured_memory(lines)
-        governed = GovernedThreads(context.ctx, cfg.threads, cfg.n_threads_batch or cfg.threads)
-        self._decoder = Decoder(context, governed if cfg.adapt_threads and cfg.threads > 1 else None)
+        governed = None
+        if cfg.adapt_threads and cfg.threads > 1:
+            governed = GovernedThreads(context.ctx, cfg.threads, cfg.n_threads_batch or cfg.threads)
+        self._decoder = Decoder(context, governed)
         self._scheduler = Scheduler(
             self._decoder, slots=cfg.parallel, batch=self._decoder.capacity, chunk=cfg.prefill_chunk
         )
