@@ -44,7 +44,7 @@ class ThreadGovernor:
     def observe(self, sample: CoreSample) -> int | None:
         """The new thread count when it changes, else None. Called about every `WINDOW` seconds
         while the model decodes. After a window spent mostly idle, every thread is tried again:
-        a quiet machine is the common case, and crowded cores take one window to notice."""
+        a quiet machine is the common case, and crowded cores take two windows to notice."""
         last, self._last = self._last, sample
         if last is None:
             return None

@@ -25,7 +25,7 @@ import numpy as np
 
 from ...core.requests import SamplingParams
 
-__all__ = ["PENALTY_WINDOW", "GreedyPick", "Penalties", "SampledPick", "fast_pick", "nucleus"]
+__all__ = ["PENALTY_WINDOW", "GreedyPick", "Penalties", "SampledPick", "fast_pick", "nucleus", "penalized"]
 
 PENALTY_WINDOW = 64  # tokens the penalties look back over
 
@@ -60,7 +60,7 @@ class Penalties:
     def apply(self, values: np.ndarray) -> None:
         if not self._counts:
             return
-        ids = np.fromiter(self._counts, dtype=np.intp, count=len(self._counts))
+        ids = self.ids()
         counts = np.fromiter(self._counts.values(), dtype=np.float32, count=len(self._counts))
         logits = values[ids]
         logits = np.where(logits <= 0, logits * self._repeat, logits / self._repeat)
@@ -200,10 +200,14 @@ def _landing(running: np.ndarray, target: float, weights: np.ndarray) -> int:
     return index
 
 
+def penalized(params: SamplingParams) -> bool:
+    """Whether any penalty applies (then a pick keeps a history of the tokens taken)."""
+    return params.repeat_penalty != 1.0 or bool(params.frequency_penalty) or bool(params.presence_penalty)
+
+
 def fast_pick(params: SamplingParams, n_vocab: int, seed: int) -> GreedyPick | SampledPick | None:
     """The numpy pick for these parameters; None where llama.cpp's chain must do it."""
-    penalized = params.repeat_penalty != 1.0 or bool(params.frequency_penalty) or bool(params.presence_penalty)
-    penalties = Penalties(params) if penalized else None
+    penalties = Penalties(params) if penalized(params) else None
     if params.temperature <= 0:
         return GreedyPick(dict(params.logit_bias or {}), n_vocab, penalties)
     if params.top_k > 0:

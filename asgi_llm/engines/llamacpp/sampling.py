@@ -27,7 +27,7 @@ from ..decoding.grammar import Schema, harden
 from ..decoding.tool_calls import JsonValues
 from ..decoding.tool_detect import CallDetector, trigger_grammar
 from .native import Model
-from .picks import PENALTY_WINDOW, fast_pick
+from .picks import PENALTY_WINDOW, fast_pick, penalized
 
 __all__ = ["Sampling", "checked_grammar", "logprob", "readable", "spelling"]
 
@@ -94,11 +94,6 @@ def _top_entry(model: Model, token: int, value: float) -> TopLogprob:
     return TopLogprob(token=piece.decode("utf-8", "replace"), logprob=value, bytes=piece)
 
 
-def _remembers(params: SamplingParams) -> bool:
-    """Whether the chain keeps a history of accepted tokens (only penalties do)."""
-    return params.repeat_penalty != 1.0 or bool(params.frequency_penalty) or bool(params.presence_penalty)
-
-
 def _seed(params: SamplingParams, index: int) -> int:
     """Choice `index`'s seed: the request's plus the index, so choices differ but repeat."""
     seed = params.seed + index if params.seed is not None else random.getrandbits(32)
@@ -109,7 +104,7 @@ def _chain(params: SamplingParams, seed: int, n_vocab: int) -> Any:
     chain = internals.LlamaSampler()
     if params.logit_bias:
         chain.add_logit_bias(n_vocab, dict(params.logit_bias))
-    if _remembers(params):
+    if penalized(params):
         chain.add_penalties(
             n_vocab, PENALTY_WINDOW, params.repeat_penalty, params.frequency_penalty, params.presence_penalty
         )
@@ -200,7 +195,7 @@ class Sampling:
         seed = _seed(params, index)
         self._chain = _chain(params, seed, model.n_vocab)
         self._fast = fast_pick(params, model.n_vocab, seed)
-        self._remembers = _remembers(params)
+        self._remembers = penalized(params)
         self._control_pieces = control_pieces  # reasoning markers that are control tokens
         self._call_markers = call_markers  # tool-call markers that are control tokens
         self._grammar: Any = None
