@@ -102,46 +102,42 @@ def llama_server(threads: int, args: argparse.Namespace) -> ChildServer:
 
 def measure_llama_server(threads: int, args: argparse.Namespace) -> None:
     with llama_server(threads, args) as server:
-        assert server.process is not None
-        rounds(server.process, server.url, f"{threads} threads, llama-server", threads, "llama-server", "-", args)
+        rounds(server.url, f"{threads} threads, llama-server", threads, "llama-server", "-", args)
 
 
 def measure(threads: int, policy: str, adapt: bool, folder: Path, args: argparse.Namespace) -> None:
     process, url = serve(threads, policy, adapt, folder)
-    rounds(process, url, f"{threads} threads, {policy}, adapt {'on' if adapt else 'off'}", threads, policy,
-           "on" if adapt else "off", args)  # fmt: skip
+    try:
+        rounds(url, f"{threads} threads, {policy}, adapt {'on' if adapt else 'off'}", threads, policy,
+               "on" if adapt else "off", args)  # fmt: skip
+    finally:
+        process.terminate()
+        process.wait(30)
 
 
-def rounds(
-    process: subprocess.Popen[bytes], url: str, label: str, threads: int, policy: str, adapt: str,
-    args: argparse.Namespace,
-) -> None:  # fmt: skip
+def rounds(url: str, label: str, threads: int, policy: str, adapt: str, args: argparse.Namespace) -> None:
+    """Quiet and contended rounds against a running server, then its line of the table."""
     core = max(os.sched_getaffinity(0))
     quiet_rates: list[float] = []
     quiet_times: list[float] = []
     busy_rates: list[float] = []
     busy_times: list[float] = []
-    try:
-        asyncio.run(load(url, 1, 8))  # warm
-        for _ in range(args.rounds):
+    asyncio.run(load(url, 1, 8))  # warm
+    for _ in range(args.rounds):
+        rate, times = asyncio.run(load(url, args.concurrency, args.tokens))
+        quiet_rates.append(rate)
+        quiet_times += times
+        background = hog(core)
+        try:
+            time.sleep(0.3)
             rate, times = asyncio.run(load(url, args.concurrency, args.tokens))
-            quiet_rates.append(rate)
-            quiet_times += times
-            background = hog(core)
-            try:
-                time.sleep(0.3)
-                rate, times = asyncio.run(load(url, args.concurrency, args.tokens))
-            finally:
-                background.kill()
-                background.wait()
-            busy_rates.append(rate)
-            busy_times += times
-            print(f"  ({label}: round quiet {quiet_rates[-1]:.1f} t/s, contended {rate:.1f} t/s,"
-                  f" slowest contended request {max(times):.1f} s)", flush=True)  # fmt: skip
-    finally:
-        if policy != "llama-server":  # its ChildServer stops it
-            process.terminate()
-            process.wait(30)
+        finally:
+            background.kill()
+            background.wait()
+        busy_rates.append(rate)
+        busy_times += times
+        print(f"  ({label}: round quiet {quiet_rates[-1]:.1f} t/s, contended {rate:.1f} t/s,"
+              f" slowest contended request {max(times):.1f} s)", flush=True)  # fmt: skip
     quiet, busy = statistics.median(quiet_rates), statistics.median(busy_rates)
     typical = statistics.median(quiet_times)
     print(f"{threads:>7} {policy:>8} {adapt:>5} {quiet:>9.1f} {busy:>9.1f} {busy / quiet:>6.2f}"
