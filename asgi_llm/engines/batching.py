@@ -4,8 +4,10 @@ decode per step, and new ones join between steps.
 Pure orchestration, no `llama_cpp` here: the engine supplies a `Backend` for the three model
 calls and builds each choice's `Job`. Each of the model's `slots` is one sequence of its
 context; a slot keeps what it last decoded, so a new prompt that starts the same way (the
-next turn of a chat) skips that prefix. Prompts are fed in chunks beside the running
-choices' next tokens, so streams keep moving while a long prompt is read. Jobs wait in
+next turn of a chat) skips that prefix, and a prompt that another slot holds more of (a
+shared system prompt, a burst of one request) starts from a copy of that slot's cache.
+Prompts are fed in chunks beside the running choices' next tokens, so streams keep moving
+while a long prompt is read. Jobs wait in
 FIFO order for a free slot; a job whose client left is dropped before it costs anything.
 Busy slots are kept to consecutive sequence ids, and each batch laid out in their order: that
 is what llama.cpp decodes in one pass.
@@ -21,9 +23,13 @@ from typing import NamedTuple, Protocol
 from ..core.errors import InternalError
 from ..core.events import GenerationEvent
 
-__all__ = ["END", "Backend", "BatchToken", "Job", "Scheduler", "Ticket"]
+__all__ = ["COPY_GAIN", "END", "Backend", "BatchToken", "Job", "Scheduler", "Ticket"]
 
 END = object()  # sent to a ticket when all of its choices have finished
+COPY_GAIN = 16
+"""Prompt tokens another slot must hold beyond the new job's own slot for its cache to be copied
+over. A copy takes the whole sequence's cache (llama.cpp copies separate KV streams whole): on
+2 cores, SmolLM2-135M, 5 ms at 1024 positions and 15 at 4096, against 3.5 ms a prompt token."""
 
 
 class BatchToken(NamedTuple):
@@ -215,10 +221,18 @@ class Scheduler:
 
     def _read_from_cache(self, job: Job) -> None:
         """Keep the slot's longest cached prefix of the prompt (all but its last token, whose
-        logits are needed); the rest is to be decoded."""
+        logits are needed), or another slot's where that one is `COPY_GAIN` tokens longer; the
+        rest is to be decoded."""
         slot = job.slot
         assert slot is not None
-        cached = min(common_prefix(slot.tokens, job.prompt), len(job.prompt) - 1)
+        usable = len(job.prompt) - 1
+        cached = min(common_prefix(slot.tokens, job.prompt), usable)
+        others = [s for s in self._slots if s is not slot]
+        donor = max(others, key=lambda s: common_prefix(s.tokens, job.prompt), default=None)
+        if donor is not None and min(common_prefix(donor.tokens, job.prompt), usable) - cached >= COPY_GAIN:
+            self._backend.copy(donor.sequence, slot.sequence)
+            slot.tokens = list(donor.tokens)
+            cached = min(common_prefix(slot.tokens, job.prompt), usable)
         if cached < len(slot.tokens):
             self._backend.forget(slot.sequence, cached)
             del slot.tokens[cached:]

@@ -157,3 +157,21 @@ async def test_a_long_prompt_is_read_in_chunks_while_another_stream_moves() -> N
         await streaming
     first_long = order.index("long")
     assert order[:first_long].count("short") >= 1 + 1200 // 64 // 2  # at least one token per couple of chunks
+
+
+async def test_a_prompt_held_by_a_busy_sequence_is_copied_not_read_again() -> None:
+    """The prompt is read once alone (which fixes its cache's last digits), then runs again on
+    its own sequence, kept busy. The same prompt meanwhile takes the other sequence, copies the
+    busy one's cache instead of reading the prompt, and decodes what the busy one decoded."""
+    question = (Message("user", "Tell me about the history of lighthouses and the people who kept them."),)
+    async with engine_with(parallel=2) as engine:
+        _, first = await collect(engine, chat(question, max_tokens=1))
+        busy = engine.generate(chat(question, max_tokens=60, logit_bias=KEEP_TALKING))
+        async with contextlib.aclosing(busy):
+            events = [await busy.__anext__()]
+            texts, copied = await collect(engine, chat(question, max_tokens=12, logit_bias=KEEP_TALKING))
+            events += [event async for event in busy]
+    prompt_tokens = first[0].usage.prompt_tokens
+    assert copied[0].usage.cached_tokens == prompt_tokens - 1  # the other sequence was empty
+    busy_text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert texts[0] and busy_text.startswith(texts[0])

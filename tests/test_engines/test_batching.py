@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Generator, Sequence
 
+import pytest
+
 from asgi_llm.core import Finish, TextDelta, Usage
 from asgi_llm.core.events import GenerationEvent
-from asgi_llm.engines.batching import END, BatchToken, Job, Scheduler, Ticket
+from asgi_llm.engines.batching import COPY_GAIN, END, BatchToken, Job, Scheduler, Ticket
 
 
 class Recorder:
@@ -262,3 +264,54 @@ def test_a_new_choice_takes_the_slot_that_keeps_busy_sequences_consecutive() -> 
     scheduler.step()
     assert sorted(s.sequence for s in scheduler._slots if s.job is not None) == [0, 2, 3]
     run(scheduler)
+
+
+def test_a_prompt_another_slot_holds_more_of_starts_from_a_copy_of_its_cache() -> None:
+    """Sequence 0 is busy with a long prompt; a second request sharing its first COPY_GAIN + 2
+    tokens takes free sequence 1, copies sequence 0's cache and reads only the rest."""
+    backend = Recorder()
+    scheduler = Scheduler(backend, slots=2, batch=64, chunk=64)
+    shared = list(range(1, COPY_GAIN + 3))
+    submit(scheduler, [*shared, 90, 91], 30)
+    scheduler.step()
+    scheduler.step()
+    _, inbox, _ = submit(scheduler, [*shared, 80], 2)
+    scheduler.step()
+    assert backend.copies == [(0, 1)]
+    assert backend.forgotten == [(1, len(shared))]  # the copy's tail past the shared tokens
+    joined = backend.batches[2]
+    assert [(t.token, t.position, t.sequence) for t in joined if t.sequence == 1] == [(80, len(shared), 1)]
+    run(scheduler)
+    finish = next(i for i in inbox.items if isinstance(i, Finish))
+    assert finish.usage.cached_tokens == len(shared)
+
+
+def test_a_cache_copy_must_save_at_least_copy_gain_tokens() -> None:
+    backend = Recorder()
+    scheduler = Scheduler(backend, slots=2, batch=64, chunk=64)
+    shared = list(range(1, COPY_GAIN))  # one token short
+    submit(scheduler, [*shared, 90, 91], 30)
+    scheduler.step()
+    _, inbox, _ = submit(scheduler, [*shared, 80], 2)
+    run(scheduler)
+    assert backend.copies == []
+    assert [t.token for t in backend.batches[1] if t.sequence == 1] == [*shared, 80]  # read whole
+    finish = next(i for i in inbox.items if isinstance(i, Finish))
+    assert finish.usage.cached_tokens == 0
+
+
+@pytest.mark.parametrize(("gain", "copied"), [(COPY_GAIN - 1, False), (COPY_GAIN, True)])
+def test_a_slot_keeps_its_own_cache_unless_another_holds_copy_gain_tokens_more(gain: int, copied: bool) -> None:
+    backend = Recorder()
+    scheduler = Scheduler(backend, slots=2, batch=64, chunk=64)
+    prompt = list(range(1, 41))
+    usable = len(prompt) - 1  # the last token is always read again, for its logits
+    scheduler._slots[0].tokens = list(prompt)
+    scheduler._slots[1].tokens = prompt[: usable - gain]
+    submit(scheduler, [*prompt, 7], 30)  # takes sequence 0, the longer cache, and stays busy
+    scheduler.step()
+    _, inbox, _ = submit(scheduler, prompt, 1)
+    run(scheduler)
+    assert backend.copies == ([(0, 1)] if copied else [])
+    finish = next(i for i in inbox.items if isinstance(i, Finish))
+    assert finish.usage.cached_tokens == (usable if copied else usable - gain)
