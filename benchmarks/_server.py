@@ -44,14 +44,20 @@ T = TypeVar("T")
 
 
 async def concurrent_streams(
-    base: str, concurrency: int, requests: int, one: Callable[[httpx.AsyncClient], Awaitable[T]], timeout: float = 600
+    base: str,
+    concurrency: int,
+    requests: int,
+    one: Callable[[httpx.AsyncClient], Awaitable[T]],
+    timeout: float = 600,
+    warmed: Callable[[], None] = lambda: None,
 ) -> tuple[list[T], float]:
     """`concurrency` clients sharing one connection pool send `requests` requests (`one`) each,
-    after one warm-up request (connection, prompt cache): every result, and the seconds the
-    clients took together."""
+    after one warm-up request (connection, prompt cache), whose end `warmed` is told of: every
+    result, and the seconds the clients took together."""
     limits = httpx.Limits(max_connections=concurrency)
     async with httpx.AsyncClient(base_url=base, timeout=timeout, limits=limits) as client:
         await one(client)
+        warmed()
 
         async def worker() -> list[T]:
             return [await one(client) for _ in range(requests)]

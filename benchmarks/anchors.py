@@ -133,10 +133,14 @@ class Figures:
     short: int = 0  # responses that were not exactly max_tokens
 
 
-def ours(model: str, threads: int, parallel: int) -> ChildServer:
+def serve_options(model: str, threads: int, parallel: int) -> list[str]:
+    """`asgi-llm serve`'s options matching `theirs`: model, threads, positions per sequence, sequences."""
     options = ["--model", model, "--model-id", MODEL_ID, "--threads", str(threads), "--n-ctx", str(N_CTX)]
-    options += ["--parallel", str(parallel), "--flash-attn", "on", "--no-web-ui"]
-    return ChildServer("", {}, command=asgi_llm_serve(*options))
+    return [*options, "--parallel", str(parallel), "--flash-attn", "on", "--no-web-ui"]
+
+
+def ours(model: str, threads: int, parallel: int) -> ChildServer:
+    return ChildServer("", {}, command=asgi_llm_serve(*serve_options(model, threads, parallel)))
 
 
 def theirs(binary: Path, model: str, threads: int, parallel: int) -> ChildServer:
