@@ -125,6 +125,11 @@ class ModelConfig(BaseModel):
     prefill_chunk: int = Field(
         default=128, ge=1, description="Prompt tokens read per step while other choices stream (keeps them moving)."
     )
+    prompt_cache_mib: int = Field(
+        default=256,
+        ge=0,
+        description="Host memory (MiB) for sequence caches set aside when their sequence goes to another prompt; 0 = none.",
+    )
     max_queue: int = Field(default=64, ge=0, description="Requests that may wait for a free sequence; beyond: 503.")
     queue_timeout: float = Field(
         default=60.0, gt=0, description="Seconds a request may wait for a free sequence; beyond: 503 with Retry-After."

@@ -18,10 +18,11 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ..core.errors import InternalError
 from ..core.events import GenerationEvent
+from .prompt_cache import PromptCache, SavedPrompt, common_prefix
 
 __all__ = ["COPY_GAIN", "END", "Backend", "BatchToken", "Job", "Scheduler", "Ticket"]
 
@@ -49,7 +50,17 @@ class Backend(Protocol):
         ...
 
     def copy(self, source: int, target: int) -> None:
-        """Make `target` hold everything `source` holds (`target` is emptied first)."""
+        """Make `target` hold everything `source` holds (`target` is emptied first). The data
+        may move only at the next decode: `source` must not be written before then."""
+        ...
+
+    def save(self, sequence: int) -> tuple[Any, int] | None:
+        """`sequence`'s cache as a state to `restore` later, and its size in bytes."""
+        ...
+
+    def restore(self, sequence: int, state: Any) -> bool:
+        """Make `sequence` hold the saved `state` at once; False (and `sequence` empty) if it
+        does not fit."""
         ...
 
 
@@ -96,20 +107,15 @@ def _close_events(job: Job) -> None:
         job.events.close()
 
 
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 class Scheduler:
     """Runs on the inference thread only; `submit` and every step are called there."""
 
-    def __init__(self, backend: Backend, *, slots: int, batch: int, chunk: int) -> None:
+    def __init__(
+        self, backend: Backend, *, slots: int, batch: int, chunk: int, cache: PromptCache | None = None
+    ) -> None:
         self._backend = backend
+        self._cache = cache
+        self._copy_sources: set[int] = set()  # sequences copied from since the last decode
         self._slots = [_Slot(i) for i in range(slots)]
         self._batch = max(batch, slots)
         self._chunk = max(chunk, 1)
@@ -145,6 +151,8 @@ class Scheduler:
         except Exception as exc:
             self._decode_failed(fed, exc)
             return
+        finally:
+            self._copy_sources.clear()  # llama.cpp moves pending copies first thing in a decode
         ready = []
         for job, tokens, row in fed:
             assert job.slot is not None
@@ -221,23 +229,58 @@ class Scheduler:
 
     def _read_from_cache(self, job: Job) -> None:
         """Keep the slot's longest cached prefix of the prompt (all but its last token, whose
-        logits are needed), or another slot's where that one is `COPY_GAIN` tokens longer; the
-        rest is to be decoded."""
+        logits are needed), or take another slot's or a saved one where that is `COPY_GAIN`
+        tokens longer; the rest is to be decoded. What the slot held beyond is saved first."""
         slot = job.slot
         assert slot is not None
         usable = len(job.prompt) - 1
         cached = min(common_prefix(slot.tokens, job.prompt), usable)
-        others = [s for s in self._slots if s is not slot]
-        donor = max(others, key=lambda s: common_prefix(s.tokens, job.prompt), default=None)
-        if donor is not None and min(common_prefix(donor.tokens, job.prompt), usable) - cached >= COPY_GAIN:
-            self._backend.copy(donor.sequence, slot.sequence)
-            slot.tokens = list(donor.tokens)
+        donor, saved, better = self._source(job, slot)
+        if min(better, usable) - cached >= COPY_GAIN:
+            self._set_aside(slot, kept=0)
+            if donor is not None:
+                self._backend.copy(donor.sequence, slot.sequence)
+                self._copy_sources.add(donor.sequence)
+                slot.tokens = list(donor.tokens)
+            elif saved is not None and self._cache is not None:
+                self._cache.used(saved)
+                restored = self._backend.restore(slot.sequence, saved.state)
+                slot.tokens = list(saved.tokens) if restored else []
             cached = min(common_prefix(slot.tokens, job.prompt), usable)
+        else:
+            self._set_aside(slot, kept=cached)
         if cached < len(slot.tokens):
             self._backend.forget(slot.sequence, cached)
             del slot.tokens[cached:]
         job.cached = cached
         job.pending = job.prompt[cached:]
+
+    def _source(self, job: Job, slot: _Slot) -> tuple[_Slot | None, SavedPrompt | None, int]:
+        """The other slot or the saved prompt that holds the longest prefix of the job's prompt,
+        and that length. A saved state is written into the slot at once, so not into a slot
+        whose cache a pending copy is still to read."""
+        donor = max(
+            (s for s in self._slots if s is not slot), key=lambda s: common_prefix(s.tokens, job.prompt), default=None
+        )
+        held = common_prefix(donor.tokens, job.prompt) if donor is not None else 0
+        if self._cache is None or slot.sequence in self._copy_sources:
+            return donor, None, held
+        saved, length = self._cache.best(job.prompt)
+        if saved is not None and length > held:
+            return None, saved, length
+        return donor, None, held
+
+    def _set_aside(self, slot: _Slot, *, kept: int) -> None:
+        """Save the slot's cache before all but `kept` tokens of it are dropped, when that
+        loses `COPY_GAIN` tokens or more that no other slot or saved prompt holds."""
+        cache = self._cache
+        if cache is None or len(slot.tokens) - kept < COPY_GAIN or cache.holds(slot.tokens):
+            return
+        if any(s is not slot and common_prefix(s.tokens, slot.tokens) == len(slot.tokens) for s in self._slots):
+            return
+        saved = self._backend.save(slot.sequence)
+        if saved is not None:
+            cache.put(slot.tokens, *saved)
 
     # -- one step ------------------------------------------------------------------
 
@@ -276,7 +319,9 @@ class Scheduler:
         assert leader.slot is not None
         for job in leader.followers:
             assert job.slot is not None
+            self._set_aside(job.slot, kept=0)
             self._backend.copy(leader.slot.sequence, job.slot.sequence)
+            self._copy_sources.add(leader.slot.sequence)
             job.slot.tokens = list(leader.slot.tokens)
             job.cached = leader.cached
             job.logits = leader.logits

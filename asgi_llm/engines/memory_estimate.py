@@ -17,7 +17,7 @@ from typing import Any
 from ..config import ModelConfig
 from ..core.catalog import ModelFacts
 
-__all__ = ["MemoryEstimate", "device_shares", "estimate_memory"]
+__all__ = ["MemoryEstimate", "device_shares", "estimate_memory", "prompt_cache_bytes"]
 
 _KV_BYTES = {
     "f32": 4.0,
@@ -35,17 +35,19 @@ _COMPUTE_FLOOR = 16 * 1024 * 1024
 
 @dataclass(frozen=True)
 class MemoryEstimate:
-    """Bytes a loaded model holds: its weights, its KV cache, its compute buffers; `gpu` is
-    how much of that total is on each GPU (by device index), the rest (`ram`) in host memory."""
+    """Bytes a loaded model holds: its weights, its KV cache, its compute buffers, and at most
+    its prompt cache (set-aside sequence caches, in host memory); `gpu` is how much of that
+    total is on each GPU (by device index), the rest (`ram`) in host memory."""
 
     weights: int = 0
     kv_cache: int = 0
     compute: int = 0
     gpu: tuple[int, ...] = ()
+    prompt_cache: int = 0
 
     @property
     def total(self) -> int:
-        return self.weights + self.kv_cache + self.compute
+        return self.weights + self.kv_cache + self.compute + self.prompt_cache
 
     @property
     def ram(self) -> int:
@@ -59,6 +61,7 @@ class MemoryEstimate:
             "weights": self.weights,
             "kv_cache": self.kv_cache,
             "compute": self.compute,
+            "prompt_cache": self.prompt_cache,
             "total": self.total,
             "ram": self.ram,
             "gpu": list(self.gpu),
@@ -122,4 +125,10 @@ def estimate_memory(config: ModelConfig, facts: ModelFacts, file_size: int, *, g
     weights_on_gpus, copied, kv_share = _offloaded(config, facts, file_size, layers)
     on_gpus = weights_on_gpus + kv_cache * kv_share + (compute if weights_on_gpus else 0)
     gpu = tuple(int(on_gpus * share) for share in device_shares(config, gpus)) if on_gpus else ()
-    return MemoryEstimate(weights=file_size + copied, kv_cache=kv_cache, compute=compute, gpu=gpu)
+    return MemoryEstimate(
+        weights=file_size + copied, kv_cache=kv_cache, compute=compute, gpu=gpu, prompt_cache=prompt_cache_bytes(config)
+    )
+
+
+def prompt_cache_bytes(config: ModelConfig) -> int:
+    return config.prompt_cache_mib * 1024 * 1024

@@ -28,7 +28,9 @@ def pool(*ids: str, pinned: tuple[str, ...] = (), **settings: object) -> tuple[M
         made.append(FakeEngine(config))
         return made[-1]
 
-    models = tuple(ModelConfig(id=i, path=f"{i}.gguf", load="lazy", pin=i in pinned) for i in ids)
+    models = tuple(  # no file: the estimate is the compute floor alone, FAKE_COST, with no prompt cache
+        ModelConfig(id=i, path=f"{i}.gguf", load="lazy", pin=i in pinned, prompt_cache_mib=0) for i in ids
+    )
     return ModelPool(Settings(models=models, **settings), engine_factory=factory), made  # type: ignore[arg-type]
 
 

@@ -175,3 +175,30 @@ async def test_a_prompt_held_by_a_busy_sequence_is_copied_not_read_again() -> No
     assert copied[0].usage.cached_tokens == prompt_tokens - 1  # the other sequence was empty
     busy_text = "".join(e.text for e in events if isinstance(e, TextDelta))
     assert texts[0] and busy_text.startswith(texts[0])
+
+
+async def conversation_turns(engine: LlamaCppEngine, between: str | None) -> tuple[Finish, Finish, str]:
+    """A conversation's two turns on a one-sequence engine, with another one's turn `between`
+    them if given: the first turn's usage, the second's, and the second's text."""
+    first = (Message("user", "Describe the life of a lighthouse keeper on a remote island in the north."),)
+    texts, (one,) = await collect(engine, chat(first, max_tokens=24))
+    if between is not None:
+        await collect(engine, chat(between, max_tokens=24))
+    second = (*first, Message("assistant", texts[0]), Message("user", "What did the keeper eat?"))
+    texts, (two,) = await collect(engine, chat(second, max_tokens=24))
+    return one, two, texts[0]
+
+
+async def test_a_conversation_whose_sequence_was_taken_meanwhile_is_restored_not_read_again() -> None:
+    async with engine_with(parallel=1) as engine:
+        _, _, undisturbed = await conversation_turns(engine, None)
+    async with engine_with(parallel=1) as engine:
+        one, two, restored = await conversation_turns(engine, QUESTIONS[2])
+        kept = engine.describe()["prompt_cache"]
+    assert two.usage.cached_tokens >= one.usage.prompt_tokens - 1  # the whole first turn, at least
+    assert restored == undisturbed  # the very cache the first turn left
+    assert kept["prompts"] >= 1 and 0 < kept["bytes"] <= kept["budget"] == 256 * 1024 * 1024
+    async with engine_with(parallel=1, prompt_cache_mib=0) as engine:
+        one, two, _ = await conversation_turns(engine, QUESTIONS[2])
+        assert "prompt_cache" not in engine.describe()
+    assert two.usage.cached_tokens < one.usage.prompt_tokens - 1  # the system prompt it shares with the other

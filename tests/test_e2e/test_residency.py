@@ -115,7 +115,7 @@ def test_the_admin_list_reports_what_llama_cpp_allocated_beside_the_estimate(url
     assert 0.9 * size < actual["weights"] <= size  # the file's tensor data, without its header
     assert actual["kv_cache"] == pytest.approx(estimate.kv_cache, rel=0.01)  # logged in MiB, two decimals
     assert 0 < actual["compute"] and actual["gpu"] == [] and actual["ram"] == actual["total"]
-    assert actual["total"] == actual["weights"] + actual["kv_cache"] + actual["compute"]
+    assert actual["total"] == actual["weights"] + actual["kv_cache"] + actual["compute"] + actual["prompt_cache"]
     assert listed["huge"]["actual_memory"] is None and one["estimated_memory"]["weights"] == size
     ps = ollama.ProcessResponse.model_validate(httpx.get(f"{url}/api/ps").json())  # the SDK's own type
     # Ollama's size: what the loaded model holds (not its file), and how much of it on GPUs

@@ -9,6 +9,7 @@ import pytest
 from asgi_llm.core import Finish, TextDelta, Usage
 from asgi_llm.core.events import GenerationEvent
 from asgi_llm.engines.batching import COPY_GAIN, END, BatchToken, Job, Scheduler, Ticket
+from asgi_llm.engines.prompt_cache import PromptCache
 
 
 class Recorder:
@@ -16,6 +17,8 @@ class Recorder:
         self.batches: list[list[BatchToken]] = []
         self.forgotten: list[tuple[int, int]] = []
         self.copies: list[tuple[int, int]] = []
+        self.saves: list[int] = []
+        self.restores: list[tuple[int, object]] = []
         self.fail = fail
 
     def decode(self, batch: Sequence[BatchToken]) -> None:
@@ -28,6 +31,14 @@ class Recorder:
 
     def copy(self, source: int, target: int) -> None:
         self.copies.append((source, target))
+
+    def save(self, sequence: int) -> tuple[object, int]:
+        self.saves.append(sequence)
+        return f"state {len(self.saves)}", 10
+
+    def restore(self, sequence: int, state: object) -> bool:
+        self.restores.append((sequence, state))
+        return True
 
 
 class Inbox:
@@ -315,3 +326,71 @@ def test_a_slot_keeps_its_own_cache_unless_another_holds_copy_gain_tokens_more(g
     assert backend.copies == ([(0, 1)] if copied else [])
     finish = next(i for i in inbox.items if isinstance(i, Finish))
     assert finish.usage.cached_tokens == (usable if copied else usable - gain)
+
+
+def test_a_conversation_whose_sequence_was_taken_comes_back_from_the_prompt_cache() -> None:
+    """One sequence, two conversations in turn: the first one's cache is saved when the second
+    takes the sequence, and its next turn is restored from there, not read again."""
+    backend = Recorder()
+    cache = PromptCache(budget=100)
+    scheduler = Scheduler(backend, slots=1, batch=64, chunk=64, cache=cache)
+    first = list(range(1, COPY_GAIN + 5))
+    submit(scheduler, first, 3)
+    run(scheduler)
+    submit(scheduler, [500, 501], 2)  # another conversation takes the sequence
+    run(scheduler)
+    assert backend.saves == [0] and len(cache) == 1
+    held = first + [100, 101]  # the prompt and the tokens fed back (the last one never is)
+    assert cache.best(held) == (cache.best(held)[0], len(held))
+    backend.batches.clear()
+    _, inbox, _ = submit(scheduler, [*held, 7], 1)  # the next turn
+    run(scheduler)
+    assert backend.restores == [(0, "state 1")]
+    assert [t.token for t in backend.batches[0]] == [7]
+    finish = next(i for i in inbox.items if isinstance(i, Finish))
+    assert finish.usage.cached_tokens == len(held)
+
+
+def test_without_a_prompt_cache_the_next_turn_is_read_again() -> None:
+    backend = Recorder()
+    scheduler = Scheduler(backend, slots=1, batch=64, chunk=64)
+    first = list(range(1, COPY_GAIN + 5))
+    submit(scheduler, first, 3)
+    run(scheduler)
+    submit(scheduler, [500, 501], 2)
+    run(scheduler)
+    _, inbox, _ = submit(scheduler, [*first, 100, 101, 7], 1)
+    run(scheduler)
+    assert backend.saves == [] and backend.restores == []
+    finish = next(i for i in inbox.items if isinstance(i, Finish))
+    assert finish.usage.cached_tokens == 0
+
+
+def test_a_cache_losing_fewer_than_copy_gain_tokens_is_not_saved() -> None:
+    backend = Recorder()
+    scheduler = Scheduler(backend, slots=1, batch=64, chunk=64, cache=PromptCache(budget=100))
+    shared = list(range(1, 30))
+    submit(scheduler, [*shared, 1, 2], COPY_GAIN - 2)  # leaves shared + 2 + COPY_GAIN - 3 tokens
+    run(scheduler)
+    submit(scheduler, [*shared, 9], 1)  # keeps `shared`: loses COPY_GAIN - 1
+    run(scheduler)
+    assert backend.saves == []
+
+
+def test_no_saved_state_is_written_into_a_sequence_a_pending_copy_reads() -> None:
+    """Choices of one prompt copy their leader's sequence after the decode that read it; llama.cpp
+    moves that data at the next decode. A restore before then would hand them the wrong cache."""
+    backend = Recorder()
+    cache = PromptCache(budget=100)
+    saved_prompt = list(range(200, 200 + COPY_GAIN + 4))
+    cache.put(saved_prompt, "saved", 10)
+    scheduler = Scheduler(backend, slots=2, batch=64, chunk=64, cache=cache)
+    submit(scheduler, [1, 2, 3], 1, choices=2)  # leader on sequence 0, its follower on 1
+    scheduler.step()
+    assert backend.copies == [(0, 1)] and scheduler.free_slots == 2  # both done: one token each
+    _, inbox, _ = submit(scheduler, [*saved_prompt, 5], 1)  # takes sequence 0, the copy's source
+    scheduler.step()
+    assert backend.restores == []
+    run(scheduler)
+    finish = next(i for i in inbox.items if isinstance(i, Finish))
+    assert finish.usage.cached_tokens == 0  # read instead

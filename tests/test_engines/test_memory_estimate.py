@@ -28,7 +28,8 @@ def test_the_packaged_model_estimate_follows_its_header_and_config() -> None:
     assert quantized.kv_cache < one.kv_cache
     training = estimate_memory(ModelConfig(n_ctx=0, parallel=1), facts, size)
     assert training.kv_cache == 8 * one.kv_cache  # its training context is 8192
-    assert one.total == one.weights + one.kv_cache + one.compute
+    assert one.total == one.weights + one.kv_cache + one.compute + one.prompt_cache
+    assert one.prompt_cache == 256 * 1024 * 1024 and one.ram == one.total  # the default budget, in host memory
 
 
 @pytest.mark.parametrize(
@@ -57,7 +58,7 @@ def test_offloaded_layers_count_on_the_gpu_and_the_rest_in_ram() -> None:
     everything = estimate_memory(_packaged(n_gpu_layers=-1)[2], facts, size)
     # the token embeddings (and the header) stay in RAM; the output layer copies them to the GPU
     assert everything.weights == size + facts.output_copy
-    assert everything.ram == size - 30 * layer - facts.output_weights
+    assert everything.ram == size - 30 * layer - facts.output_weights + everything.prompt_cache
     assert everything.gpu == (everything.total - everything.ram,)
     # the last 15 of 30 layers, their half of the KV cache, the compute buffer; no output layer yet
     half = estimate_memory(_packaged(n_gpu_layers=15)[2], facts, size)

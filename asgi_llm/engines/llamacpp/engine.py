@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import logging
+from dataclasses import replace
 from collections.abc import AsyncGenerator, Generator, Sequence
 from typing import Any
 
@@ -31,7 +32,8 @@ from ..decoding.reasoning import Reasoned, ReasoningSplitter
 from ..decoding.stops import StopMatcher
 from ..decoding.tool_calls import with_tools_note
 from ..decoding.tool_detect import MARKERS
-from ..memory_estimate import MemoryEstimate
+from ..memory_estimate import MemoryEstimate, prompt_cache_bytes
+from ..prompt_cache import PromptCache
 from .embedding import Embedder
 from .buffers import measured_memory
 from .native import Decoder, Model, backend_info, llama_log_lines, new_context, new_single_context
@@ -69,6 +71,7 @@ class LlamaCppEngine:
         self.memory: MemoryEstimate | None = None
         """What llama.cpp allocated for it (weights, KV cache, compute buffers, per GPU), once loaded."""
         self.decoded_tokens = 0  # tokens sampled since load; read by metrics and tests
+        self._prompt_cache: PromptCache | None = None
 
     @property
     def supports_embeddings(self) -> bool:
@@ -96,8 +99,14 @@ class LlamaCppEngine:
             "n_threads": self.config.threads,
             "threads_now": self._threads_now(),
             "n_params": self._model.n_params(),
+            **({"prompt_cache": self._prompt_cache_use()} if self._prompt_cache is not None else {}),
             **({"memory": self.memory.as_dict()} if self.memory is not None else {}),
         }
+
+    def _prompt_cache_use(self) -> dict[str, int]:
+        cache = self._prompt_cache
+        assert cache is not None
+        return {"prompts": len(cache), "bytes": cache.size, "budget": cache.budget}
 
     def _threads_now(self) -> int:
         """What decoding runs on now: fewer than `n_threads` while other work crowds the cores."""
@@ -197,13 +206,16 @@ class LlamaCppEngine:
         with llama_log_lines() as lines:
             self._model = model = Model(cfg, self._loading)
             context = new_context(model, cfg, sequences=cfg.parallel)
-        self.memory = measured_memory(lines)
+        measured = measured_memory(lines)
+        self.memory = replace(measured, prompt_cache=prompt_cache_bytes(cfg)) if measured is not None else None
         governed = None
         if cfg.adapt_threads and cfg.threads > 1:
             governed = GovernedThreads(context.ctx, cfg.threads, cfg.n_threads_batch or cfg.threads)
         self._decoder = Decoder(context, governed)
+        cache = PromptCache(prompt_cache_bytes(cfg)) if cfg.prompt_cache_mib else None
+        self._prompt_cache = cache
         self._scheduler = Scheduler(
-            self._decoder, slots=cfg.parallel, batch=self._decoder.capacity, chunk=cfg.prefill_chunk
+            self._decoder, slots=cfg.parallel, batch=self._decoder.capacity, chunk=cfg.prefill_chunk, cache=cache
         )
         self._template = self._chat_template()
         self._marker_tokens = self._control_markers()
@@ -224,6 +236,7 @@ class LlamaCppEngine:
             if owner is not None:
                 owner.close()
         self._model = self._decoder = self._scheduler = self._embedder = None
+        self._prompt_cache = None
 
     def _control_markers(self) -> dict[int, bytes]:
         """Tool-call markers this vocabulary has as single control tokens (Llama 3's `<|python_tag|>`,
@@ -553,6 +566,7 @@ def _plus(a: MemoryEstimate | None, b: MemoryEstimate | None) -> MemoryEstimate 
         kv_cache=a.kv_cache + b.kv_cache,
         compute=a.compute + b.compute,
         gpu=tuple(a.on_gpu(i) + b.on_gpu(i) for i in range(devices)),
+        prompt_cache=a.prompt_cache + b.prompt_cache,
     )
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import llama_cpp
+import numpy as np
 from llama_cpp import _internals
 
 from ...config import ModelConfig
@@ -220,8 +221,13 @@ def new_single_context(
     return internals.LlamaContext(model=model.native, params=params, verbose=True)
 
 
+def _bytes(array: Any) -> Any:
+    return array.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
+
+
 class Decoder:
-    """The scheduler's `Backend` over one context: batched decodes and per-sequence cache edits."""
+    """The scheduler's `Backend` over one context: batched decodes and per-sequence cache edits,
+    saves and restores."""
 
     def __init__(self, context: Any, threads: GovernedThreads | None = None) -> None:
         self.context = context
@@ -269,6 +275,20 @@ class Decoder:
     def copy(self, source: int, target: int) -> None:
         llama_cpp.llama_memory_seq_rm(self._memory, target, -1, -1)
         llama_cpp.llama_memory_seq_cp(self._memory, source, target, -1, -1)
+
+    def save(self, sequence: int) -> tuple[Any, int] | None:
+        size = int(llama_cpp.llama_state_seq_get_size(self._ctx, sequence))
+        if not size:
+            return None
+        state = np.empty(size, dtype=np.uint8)  # not zeroed: filling a ctypes array costs more than the copy
+        written = int(llama_cpp.llama_state_seq_get_data(self._ctx, _bytes(state), size, sequence))
+        return (state[:written], written) if written else None
+
+    def restore(self, sequence: int, state: Any) -> bool:
+        read = llama_cpp.llama_state_seq_set_data(self._ctx, _bytes(state), state.nbytes, sequence)
+        if not read:
+            self.forget(sequence, 0)
+        return bool(read)
 
     def logits(self, row: int) -> Any:
         """The logits of batch row `row` of the last decode (a ctypes float pointer)."""
