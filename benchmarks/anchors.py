@@ -133,6 +133,19 @@ class Figures:
     short: int = 0  # responses that were not exactly max_tokens
 
 
+def end_token_bias(model: str) -> dict[str, float]:
+    """`logit_bias` banning every end-of-generation token of `model` (its vocabulary alone is read)."""
+    import llama_cpp
+
+    params = llama_cpp.llama_model_default_params()
+    params.vocab_only = True
+    loaded = llama_cpp.llama_model_load_from_file(model.encode(), params)
+    vocab = llama_cpp.llama_model_get_vocab(loaded)
+    ends = [t for t in range(llama_cpp.llama_vocab_n_tokens(vocab)) if llama_cpp.llama_vocab_is_eog(vocab, t)]
+    llama_cpp.llama_model_free(loaded)
+    return {str(t): -100.0 for t in ends}
+
+
 def serve_options(model: str, threads: int, parallel: int) -> list[str]:
     """`asgi-llm serve`'s options matching `theirs`: model, threads, positions per sequence, sequences."""
     options = ["--model", model, "--model-id", MODEL_ID, "--threads", str(threads), "--n-ctx", str(N_CTX)]
@@ -230,9 +243,7 @@ class InProcess:
         self._llm = llama_cpp.Llama(
             model_path=model, n_ctx=N_CTX, n_threads=threads, n_threads_batch=threads, flash_attn=True, verbose=False
         )
-        vocab = llama_cpp.llama_model_get_vocab(self._llm.model)
-        eog = [t for t in range(self._llm.n_vocab()) if llama_cpp.llama_vocab_is_eog(vocab, t)]
-        self.bias = {str(t): -100.0 for t in eog}
+        self.bias = end_token_bias(model)
         self._tokens = tokens
         self.sample()  # warm-up
 

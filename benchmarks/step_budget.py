@@ -41,12 +41,22 @@ from typing import Any
 
 import httpx
 from _server import HERE, ChildServer, concurrent_streams
-from anchors import MESSAGES, N_CTX, Sample, build, load, one_request, requantized, serve_options, theirs
+from anchors import (
+    MESSAGES,
+    N_CTX,
+    Sample,
+    build,
+    end_token_bias,
+    load,
+    one_request,
+    requantized,
+    serve_options,
+    theirs,
+)
 
 
-def bare_step_ms(model: str, threads: int, rows: int) -> tuple[float, dict[str, float]]:
-    """Median milliseconds of a `rows`-sequence, one-token-each decode, llama.cpp alone; and the
-    `logit_bias` that bans the model's end tokens."""
+def bare_step_ms(model: str, threads: int, rows: int) -> float:
+    """Median milliseconds of a `rows`-sequence, one-token-each decode, llama.cpp alone."""
     from asgi_llm.config import ModelConfig
     from asgi_llm.engines.batching import BatchToken
     from asgi_llm.engines.llamacpp.native import Decoder, Model, new_context
@@ -66,10 +76,9 @@ def bare_step_ms(model: str, threads: int, rows: int) -> tuple[float, dict[str, 
         runs.append((time.perf_counter() - started) / 64)
         for sequence in range(rows):
             decoder.forget(sequence, len(prompt))
-    bias = {str(t): -100.0 for t in range(weights.n_vocab) if weights.is_end(t)}
     decoder.close()
     weights.close()
-    return statistics.median(runs) * 1000, bias
+    return statistics.median(runs) * 1000
 
 
 def thread_cpu(pid: int) -> dict[int, float]:
@@ -93,7 +102,7 @@ def own_cpu() -> float:
 
 def measure(kind: str, model: str, server_bin: Path | None, args: argparse.Namespace) -> None:
     rows = args.concurrency
-    bare, bias = bare_step_ms(model, args.threads, rows)
+    bare, bias = bare_step_ms(model, args.threads, rows), end_token_bias(model)
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "steps.json"
         options = serve_options(model, args.threads, max(rows, 1))
