@@ -41,12 +41,15 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 import httpx
 from _server import ChildServer, asgi_llm_serve, concurrent_streams, cpu_busy
 
+T = TypeVar("T")
 MESSAGES = [{"role": "user", "content": "Write a long story about a lighthouse keeper."}]
 MODEL_ID = "bench"
 CONCURRENCY = (1, 4, 8)
@@ -146,6 +149,20 @@ def end_token_bias(model: str) -> dict[str, float]:
     return {str(t): -100.0 for t in ends}
 
 
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--model` and `--cache`, as every benchmark beside llama-server takes them; `model_path` reads them."""
+    parser.add_argument("--model", default=None, help="GGUF file (default: the packaged default model)")
+    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "asgi_llm_bench")
+
+
+def model_path(args: argparse.Namespace) -> str:
+    if args.model is not None:
+        return str(args.model)
+    from asgi_llm.config import default_model_path
+
+    return default_model_path()
+
+
 def serve_options(model: str, threads: int, parallel: int) -> list[str]:
     """`asgi-llm serve`'s options matching `theirs`: model, threads, positions per sequence, sequences."""
     options = ["--model", model, "--model-id", MODEL_ID, "--threads", str(threads), "--n-ctx", str(N_CTX)]
@@ -188,12 +205,29 @@ def theirs(binary: Path, model: str, threads: int, parallel: int) -> ChildServer
     )
 
 
-async def one_request(client: httpx.AsyncClient, tokens: int, bias: dict[str, float], temperature: float) -> Sample:
-    """One streamed request; retried once if the server closed a kept-alive connection first."""
+async def retried(call: Callable[[], Awaitable[T]]) -> T:
+    """`call`, once more if the server closed a kept-alive connection just as it was reused."""
     try:
-        return await _one_request(client, tokens, bias, temperature)
+        return await call()
     except httpx.RemoteProtocolError:
-        return await _one_request(client, tokens, bias, temperature)
+        return await call()
+
+
+async def chat_chunks(client: httpx.AsyncClient, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    """The JSON chunks of one streamed chat completion."""
+    async with client.stream("POST", "/v1/chat/completions", json=body) as response:
+        response.raise_for_status()
+        async for line in response.aiter_lines():
+            if line.startswith("data: {"):
+                yield json.loads(line[6:])
+
+
+def content(chunk: dict[str, Any]) -> str | None:
+    return ((chunk.get("choices") or [{}])[0].get("delta") or {}).get("content")
+
+
+async def one_request(client: httpx.AsyncClient, tokens: int, bias: dict[str, float], temperature: float) -> Sample:
+    return await retried(lambda: _one_request(client, tokens, bias, temperature))
 
 
 async def _one_request(client: httpx.AsyncClient, tokens: int, bias: dict[str, float], temperature: float) -> Sample:
@@ -209,17 +243,11 @@ async def _one_request(client: httpx.AsyncClient, tokens: int, bias: dict[str, f
     started = time.perf_counter()
     times: list[float] = []
     usage = None
-    async with client.stream("POST", "/v1/chat/completions", json=body) as response:
-        response.raise_for_status()
-        async for line in response.aiter_lines():
-            if not line.startswith("data: {"):
-                continue
-            chunk = json.loads(line[6:])
-            if chunk.get("usage"):
-                usage = chunk["usage"]["completion_tokens"]
-            choices = chunk.get("choices") or [{}]
-            if choices[0].get("delta", {}).get("content"):
-                times.append(time.perf_counter())
+    async for chunk in chat_chunks(client, body):
+        if chunk.get("usage"):
+            usage = chunk["usage"]["completion_tokens"]
+        if content(chunk):
+            times.append(time.perf_counter())
     rate = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else 0.0
     return Sample(usage if usage is not None else len(times), len(times), times[0] - started, rate)
 
@@ -342,13 +370,9 @@ def main() -> None:
     parser.add_argument(
         "--types", default="model,q4_k_m,q4_0", help="weight types; `model` is the model as given (packaged: Q4_1)"
     )
-    parser.add_argument("--model", default=None, help="GGUF file (default: the packaged default model)")
-    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "asgi_llm_bench")
+    add_model_arguments(parser)
     args = parser.parse_args()
-    if args.model is None:
-        from asgi_llm.config import default_model_path
-
-        args.model = default_model_path()
+    args.model = model_path(args)
     server_bin, quantize = build(args.cache)
     busy = cpu_busy()
     print(f"cores: {os.cpu_count()}  threads: {args.threads}  max_tokens: {args.tokens}  parallel: {args.parallel}")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import sys
@@ -29,7 +28,19 @@ from pathlib import Path
 
 import httpx
 from _server import ChildServer, asgi_llm_serve
-from anchors import MODEL_ID, build, end_token_bias, p, serve_options, theirs
+from anchors import (
+    MODEL_ID,
+    add_model_arguments,
+    build,
+    chat_chunks,
+    content,
+    end_token_bias,
+    model_path,
+    p,
+    retried,
+    serve_options,
+    theirs,
+)
 
 TOPICS = ("lighthouses", "bees", "volcanoes", "trains", "the moon", "bread", "rivers", "chess",
           "owls", "glaciers", "violins", "deserts", "coral", "kites", "caves", "comets")  # fmt: skip
@@ -38,11 +49,7 @@ TOPICS = ("lighthouses", "bees", "volcanoes", "trains", "the moon", "bread", "ri
 async def turn(
     client: httpx.AsyncClient, messages: list[dict[str, str]], tokens: int, bias: dict[str, float]
 ) -> tuple[str, float, int, int]:
-    """One streamed turn; retried once if the server closed a kept-alive connection first."""
-    try:
-        return await _turn(client, messages, tokens, bias)
-    except httpx.RemoteProtocolError:
-        return await _turn(client, messages, tokens, bias)
+    return await retried(lambda: _turn(client, messages, tokens, bias))
 
 
 async def _turn(
@@ -52,17 +59,11 @@ async def _turn(
     body = {"model": MODEL_ID, "messages": messages, "max_tokens": tokens, "temperature": 0, "logit_bias": bias,
             "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
     started, first, reply, usage = time.perf_counter(), 0.0, [], {}
-    async with client.stream("POST", "/v1/chat/completions", json=body) as response:
-        response.raise_for_status()
-        async for line in response.aiter_lines():
-            if not line.startswith("data: {"):
-                continue
-            chunk = json.loads(line[6:])
-            usage = chunk.get("usage") or usage
-            text = ((chunk.get("choices") or [{}])[0].get("delta") or {}).get("content")
-            if text:
-                first = first or time.perf_counter() - started
-                reply.append(text)
+    async for chunk in chat_chunks(client, body):
+        usage = chunk.get("usage") or usage
+        if text := content(chunk):
+            first = first or time.perf_counter() - started
+            reply.append(text)
     cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
     return "".join(reply), first, int(usage.get("prompt_tokens", 0)), int(cached)
 
@@ -102,13 +103,9 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--model", default=None, help="GGUF file (default: the packaged default model)")
-    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "asgi_llm_bench")
+    add_model_arguments(parser)
     args = parser.parse_args()
-    if args.model is None:
-        from asgi_llm.config import default_model_path
-
-        args.model = default_model_path()
+    args.model = model_path(args)
     server_bin, _ = build(args.cache)
     bias = end_token_bias(args.model)
     with tempfile.TemporaryDirectory() as tmp:

@@ -45,9 +45,11 @@ from anchors import (
     MESSAGES,
     N_CTX,
     Sample,
+    add_model_arguments,
     build,
     end_token_bias,
     load,
+    model_path,
     one_request,
     requantized,
     serve_options,
@@ -164,13 +166,9 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2, help="requests per client")
     parser.add_argument("--types", default="model", help="as anchors.py: model,q4_0,q4_k_m")
     parser.add_argument("--llama-server", action="store_true", help="also llama-server's aggregate (anchors.py's build)")
-    parser.add_argument("--model", default=None, help="GGUF file (default: the packaged default model)")
-    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "asgi_llm_bench")
+    add_model_arguments(parser)
     args = parser.parse_args()
-    if args.model is None:
-        from asgi_llm.config import default_model_path
-
-        args.model = default_model_path()
+    args.model = model_path(args)
     kinds = args.types.split(",")
     server_bin, quantize = build(args.cache) if args.llama_server or kinds != ["model"] else (None, None)
     for kind in kinds:
