@@ -56,8 +56,9 @@ class Backend(Protocol):
         may move only at the next decode: `source` must not be written before then."""
         ...
 
-    def save(self, sequence: int) -> tuple[Any, int] | None:
-        """`sequence`'s cache as a state to `restore` later, and its size in bytes."""
+    def save(self, sequence: int, limit: int) -> tuple[Any, int] | None:
+        """`sequence`'s cache as a state to `restore` later, and its size in bytes; None if
+        that would be over `limit` bytes (and then nothing is copied)."""
         ...
 
     def restore(self, sequence: int, state: Any) -> bool:
@@ -280,7 +281,7 @@ class Scheduler:
             return
         if any(s is not slot and common_prefix(s.tokens, slot.tokens) == len(slot.tokens) for s in self._slots):
             return
-        saved = self._backend.save(slot.sequence)
+        saved = self._backend.save(slot.sequence, cache.budget)
         if saved is not None:
             cache.put(slot.tokens, *saved)
 

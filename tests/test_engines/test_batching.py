@@ -19,6 +19,7 @@ class Recorder:
         self.copies: list[tuple[int, int]] = []
         self.saves: list[int] = []
         self.restores: list[tuple[int, object]] = []
+        self.state_size = 10  # bytes of every saved state
         self.fail = fail
 
     def decode(self, batch: Sequence[BatchToken]) -> None:
@@ -32,9 +33,11 @@ class Recorder:
     def copy(self, source: int, target: int) -> None:
         self.copies.append((source, target))
 
-    def save(self, sequence: int) -> tuple[object, int]:
+    def save(self, sequence: int, limit: int) -> tuple[object, int] | None:
+        if limit < self.state_size:
+            return None
         self.saves.append(sequence)
-        return f"state {len(self.saves)}", 10
+        return f"state {len(self.saves)}", self.state_size
 
     def restore(self, sequence: int, state: object) -> bool:
         self.restores.append((sequence, state))
@@ -394,3 +397,15 @@ def test_no_saved_state_is_written_into_a_sequence_a_pending_copy_reads() -> Non
     run(scheduler)
     finish = next(i for i in inbox.items if isinstance(i, Finish))
     assert finish.usage.cached_tokens == 0  # read instead
+
+
+def test_a_state_over_the_cache_budget_is_not_even_copied_out() -> None:
+    backend = Recorder()
+    backend.state_size = 101
+    cache = PromptCache(budget=100)
+    scheduler = Scheduler(backend, slots=1, batch=64, chunk=64, cache=cache)
+    submit(scheduler, list(range(1, COPY_GAIN + 5)), 3)
+    run(scheduler)
+    submit(scheduler, [500, 501], 2)
+    run(scheduler)
+    assert backend.saves == [] and len(cache) == 0

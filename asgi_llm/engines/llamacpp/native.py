@@ -276,9 +276,9 @@ class Decoder:
         llama_cpp.llama_memory_seq_rm(self._memory, target, -1, -1)
         llama_cpp.llama_memory_seq_cp(self._memory, source, target, -1, -1)
 
-    def save(self, sequence: int) -> tuple[Any, int] | None:
+    def save(self, sequence: int, limit: int) -> tuple[Any, int] | None:
         size = int(llama_cpp.llama_state_seq_get_size(self._ctx, sequence))
-        if not size:
+        if not size or size > limit:
             return None
         state = np.empty(size, dtype=np.uint8)  # not zeroed: filling a ctypes array costs more than the copy
         written = int(llama_cpp.llama_state_seq_get_data(self._ctx, _bytes(state), size, sequence))
