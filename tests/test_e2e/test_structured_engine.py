@@ -25,7 +25,9 @@ from asgi_llm.core import (
     ToolSpec,
     Unsupported,
 )
+from asgi_llm.engines.decoding.constraints import constraint_for
 from asgi_llm.engines.llamacpp import LlamaCppEngine
+from asgi_llm.engines.llamacpp.sampling import Sampling, checked_grammar
 
 from .local_engine import local_engine
 
@@ -79,6 +81,19 @@ SCHEMAS: list[Any] = [
         id="tuple",
     ),
 ]
+
+
+TODO = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string", "maxLength": 24},
+        "priority": {"enum": [1, 2, 3]},
+        "due": {"type": "string", "format": "date"},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 10}, "maxItems": 3},
+    },
+    "required": ["title", "priority"],
+    "additionalProperties": False,
+}
 
 
 @pytest.fixture(scope="module")
@@ -171,18 +186,7 @@ async def test_a_budget_too_small_for_any_document_is_refused_naming_it(engine: 
 async def test_a_repeated_parallel_call_ends_the_reply(engine: LlamaCppEngine) -> None:
     """Left to itself, the model repeats this call until its budget is spent (and the last, cut,
     is lost); a repeat ends the reply instead, with the one call it made."""
-    todo = {
-        "type": "object",
-        "properties": {
-            "title": {"type": "string", "maxLength": 24},
-            "priority": {"enum": [1, 2, 3]},
-            "due": {"type": "string", "format": "date"},
-            "tags": {"type": "array", "items": {"type": "string", "maxLength": 10}, "maxItems": 3},
-        },
-        "required": ["title", "priority"],
-        "additionalProperties": False,
-    }
-    tools = (ToolSpec("add_todo", "Add an item to the to-do list", todo),)
+    tools = (ToolSpec("add_todo", "Add an item to the to-do list", TODO),)
     ask = Message("user", "Remind me to buy milk tomorrow, low priority.")
     sampling = SamplingParams(max_tokens=120, temperature=0)
     request = ChatRequest(model="m", messages=(ask,), sampling=sampling, tools=tools, tool_choice="required")
@@ -190,3 +194,31 @@ async def test_a_repeated_parallel_call_ends_the_reply(engine: LlamaCppEngine) -
     assert [e.name for e in events if isinstance(e, ToolCallStart)] == ["add_todo"]
     finish = events[-1]
     assert isinstance(finish, Finish) and finish.reason == "tool_calls"
+
+
+@pytest.mark.parametrize(
+    ("first", "then", "closing"),
+    [
+        ('<tool_call>{"name": "add_todo", "arguments": {"title": "milk", "priority": 3}}</tool_call>',
+         '\n<tool_call>{"name": "add_todo", "arguments": {"priority": 3, "title": "milk"}}', True),
+        ('<tool_call>{"name": "add_todo", "arguments": {"title": "milk", "priority": 3}}</tool_call>',
+         '\n<tool_call>{"name": "add_todo", "arguments": {"title": "eggs", "priority": 3}}', False),
+        ('[{"name": "add_todo", "arguments": {"title": "milk", "priority": 1}}',
+         ', {"name": "add_todo", "arguments": {"title": "milk", "priority": 1}}', True),
+    ],
+)  # fmt: skip
+async def test_an_auto_call_that_repeats_an_earlier_one_ends_the_output(
+    engine: LlamaCppEngine, first: str, then: str, closing: bool
+) -> None:
+    """Calls begun in free text (`auto`, parallel calls on) are watched as forced ones are: a call
+    that repeats an earlier one, whatever its key order, makes the sampler end the output."""
+    tools = (ToolSpec("add_todo", "Add an item to the to-do list", TODO),)
+    request = ChatRequest(model="m", messages=(Message("user", "hi"),), sampling=SamplingParams(), tools=tools)
+    lazy = constraint_for(request).lazy
+    assert lazy is not None and lazy.parallel
+    model = engine._loaded()
+    sampling = Sampling(model, lambda row: None, request.sampling, 0, lazy=(lazy, checked_grammar(model, lazy.schema, "tools")))
+    for text, closes in ((first, False), (then, closing)):
+        for at in range(0, len(text), 3):  # a few characters at a time, as tokens come
+            sampling.saw(text[at : at + 3])
+        assert sampling.closing is closes

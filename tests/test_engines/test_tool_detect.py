@@ -12,7 +12,7 @@ from llama_cpp.llama_grammar import json_schema_to_gbnf
 from asgi_llm.core import Finish, TextDelta, TokenLogprob, ToolCallDelta, ToolCallEnd, ToolCallStart, ToolSpec, Usage
 from asgi_llm.engines.decoding.grammar import validator
 from asgi_llm.engines.decoding.tool_calls import plan_calls
-from asgi_llm.engines.decoding.tool_detect import Call, CallDetector, detected_calls, json_end, trigger_grammar
+from asgi_llm.engines.decoding.tool_detect import Call, CallDetector, call_level, detected_calls, json_end, trigger_grammar
 
 CHECKS = {
     "get_weather": validator({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
@@ -180,3 +180,27 @@ def test_trigger_grammars_wrap_one_call_rule(marker: str, call_text: str, parall
     assert gbnf.splitlines()[0].startswith("root ::= ") and gbnf.splitlines()[0].endswith(root.strip())
     assert "\ntool-call ::= " in gbnf and "\nroot ::= " not in gbnf and "tool-ws ::= [ \\t\\n]{0,20}" in gbnf
     assert 'space ::= | " " | "\\n" [ \\t]{0,20}' in gbnf
+
+
+def test_a_repeated_call_is_not_sent_again_nor_any_after_it() -> None:
+    """As for forced calls: the engine ends the output at a repeat (same tool, same arguments,
+    whatever their key order), and nothing from there on is a call of the model's."""
+    call = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}</tool_call>'
+    again = '<tool_call>{"name": "get_weather", "arguments": {"unit": "c", "city": "Paris"}}</tool_call>'
+    other = '<tool_call>{"name": "get_time", "arguments": {}}</tool_call>'
+    events = [TextDelta(call), TextDelta(again), TextDelta(other), Finish("stop", Usage(2, 30))]
+    out = list(detected_calls(events, CHECKS, _ids()))
+    assert [e.name for e in out if isinstance(e, ToolCallStart)] == ["get_weather"]
+    assert out[-1] == Finish("tool_calls", Usage(2, 30))
+    distinct = [TextDelta(call), TextDelta(other), Finish("stop", Usage(2, 20))]
+    assert [e.name for e in detected_calls(distinct, CHECKS, _ids()) if isinstance(e, ToolCallStart)] == [
+        "get_weather", "get_time"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("marker", "call_text", "level"),
+    [("<tool_call>", '{"name"', 0), ("[TOOL_CALLS]", '[{"name"', 1), ("", " [{", 1), ("", "{", 0), ("<|python_tag|>", "{", 0)],
+)
+def test_call_level_is_where_each_call_sits_in_the_json_after_the_marker(marker: str, call_text: str, level: int) -> None:
+    assert call_level(marker, call_text) == level

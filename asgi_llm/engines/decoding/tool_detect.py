@@ -20,7 +20,7 @@ from jsonschema.protocols import Validator  # type: ignore[import-untyped, unuse
 from ...core.events import Finish, GenerationEvent, TextDelta, TokenLogprob, ToolCallDelta, ToolCallEnd, ToolCallStart
 from .grammar import as_rule, relax_space
 
-__all__ = ["MARKERS", "Call", "CallDetector", "detected_calls", "json_end", "trigger_grammar"]
+__all__ = ["MARKERS", "Call", "CallDetector", "call_level", "detected_calls", "json_end", "trigger_grammar"]
 
 MARKERS = {"<tool_call>": "</tool_call>", "[TOOL_CALLS]": None, "<|python_tag|>": None}
 """Each marker that opens calls, and the one that closes each call (None: the JSON value ends it)."""
@@ -215,12 +215,18 @@ def trigger_grammar(call_gbnf: str, marker: str, call_text: str, parallel: bool)
     if marker == "<tool_call>":
         one = 'tool-ws tool-call tool-ws "</tool_call>"'
         root = one + (f' (tool-ws "<tool_call>" {one}){_MORE_CALLS}' if parallel else "")
-    elif marker == "[TOOL_CALLS]" or call_text.lstrip().startswith("["):
+    elif call_level(marker, call_text):
         more = f' (tool-ws "," tool-ws tool-call){_MORE_CALLS}' if parallel else ""
         root = f'tool-ws "[" tool-ws tool-call{more} tool-ws "]"'
     else:  # after Llama's python tag, or a bare object
         root = "tool-ws tool-call" + (f" (tool-ws tool-call){_MORE_CALLS}" if parallel and not marker else "")
     return f"root ::= {root}\ntool-ws ::= [ \\t\\n]{{0,20}}\n{rules}"
+
+
+def call_level(marker: str, call_text: str) -> int:
+    """The JSON nesting level of each call in the text after `marker`: 1 inside a list of calls
+    (Mistral's, or a bare list), else 0 (one object per call, between tags or alone)."""
+    return int(marker != "<tool_call>" and (marker == "[TOOL_CALLS]" or call_text.lstrip().startswith("[")))
 
 
 def detected_calls(
@@ -233,25 +239,32 @@ def detected_calls(
     """One choice's decoded events with the calls in its text turned into tool-call events.
 
     Logprobs stay with text; those of tokens that became calls are dropped. Without `parallel`
-    only the first call is sent. A choice that made calls and ended on its own ends with reason
-    "tool_calls".
+    only the first call is sent. A call that repeats an earlier one (same tool, same arguments)
+    is not sent again, nor any after it: the engine ends the output there, as for forced calls.
+    A choice that made calls and ended on its own ends with reason "tool_calls".
     """
     detector = CallDetector(checks)
     calls = 0
     logprobs: list[TokenLogprob] = []
+    sent: set[tuple[str, str]] = set()
+    repeated = False
 
     def send(outputs: list[Output], index: int) -> Iterator[GenerationEvent]:
-        nonlocal calls
+        nonlocal calls, repeated
         for output in outputs:
             if isinstance(output, str):
                 yield TextDelta(output, index=index, logprobs=tuple(logprobs))
                 logprobs.clear()
-            elif parallel or not calls:
+                continue
+            same = (output.name, json.dumps(json.loads(output.arguments), sort_keys=True))
+            repeated = repeated or same in sent
+            sent.add(same)
+            if (parallel or not calls) and not repeated:
                 yield ToolCallStart(new_id(), output.name, index=index, call_index=calls)
                 yield ToolCallDelta(output.arguments, index=index, call_index=calls)
                 yield ToolCallEnd(index=index, call_index=calls)
                 calls += 1
-                logprobs.clear()
+            logprobs.clear()
 
     for event in events:
         if isinstance(event, TextDelta):

@@ -25,7 +25,7 @@ from ..decoding.constraints import LazyCalls
 from ..decoding.gbnf import Grammar, GrammarError, parse
 from ..decoding.grammar import Schema, harden
 from ..decoding.tool_calls import JsonValues
-from ..decoding.tool_detect import CallDetector, trigger_grammar
+from ..decoding.tool_detect import CallDetector, call_level, trigger_grammar
 from .native import Model
 from .picks import PENALTY_WINDOW, fast_pick, penalized
 
@@ -173,7 +173,8 @@ class Sampling:
 
     A grammar comes with a `Closer`, which ends the output inside the grammar before its token
     budget runs out; with `distinct` set, a complete JSON value at that nesting level (a call)
-    that repeats an earlier one ends the output too.
+    that repeats an earlier one ends the output too, and so does a repeated call after a lazy one
+    began, where parallel calls are allowed.
     """
 
     def __init__(
@@ -291,13 +292,13 @@ class Sampling:
         llama_cpp.llama_sampler_apply(self._chain.sampler, ctypes.byref(view))
         return int(candidates["id"][view.selected])
 
+    @property
+    def closing(self) -> bool:
+        """Whether the output is being ended where its grammar allows (a repeated call, or the budget)."""
+        return self._closer is not None and self._closer.closing
+
     def saw(self, text: str) -> None:
-        if self._values is not None and self._closer is not None:
-            for value in self._values.feed(text):
-                canonical = _canonical(value)
-                if canonical in self._seen:
-                    self._closer.close()
-                self._seen.add(canonical)
+        self._watch_repeats(text)
         trigger = self._trigger
         if trigger is None or self._lazy is None:
             return
@@ -312,6 +313,18 @@ class Sampling:
         if primed is not None:
             grammar, spelled = primed
             self._hold(grammar, readable(gbnf), spelled)
+            if calls.parallel:  # calls after this one: a repeat ends the output, as for forced calls
+                self._values = JsonValues(call_level(trigger.marker or "", trigger.call_text))
+                self._watch_repeats(trigger.call_text)
+
+    def _watch_repeats(self, text: str) -> None:
+        if self._values is None or self._closer is None:
+            return
+        for value in self._values.feed(text):
+            canonical = _canonical(value)
+            if canonical in self._seen:
+                self._closer.close()
+            self._seen.add(canonical)
 
 
 def _canonical(value: str) -> str:
