@@ -94,7 +94,8 @@ def asgi_llm_serve(*options: str) -> Callable[[int], list[str]]:
 
 class ChildServer:
     """`uvicorn --factory module:function` in a child process, ready once `/health` answers 200.
-    With `command` (a function of the port), that command instead, e.g. another server binary."""
+    With `command` (a function of the port), that command instead, e.g. another server binary.
+    Environment variables starting with any of `unset` are not passed on."""
 
     def __init__(
         self,
@@ -103,6 +104,7 @@ class ChildServer:
         *,
         health: str = "/health",
         command: Callable[[int], list[str]] | None = None,
+        unset: tuple[str, ...] = (),
     ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -110,7 +112,8 @@ class ChildServer:
                          "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"]  # fmt: skip
         if command is not None:
             self._command = command(self.port)
-        self._env = {**os.environ, **env}
+        inherited = {key: value for key, value in os.environ.items() if not (unset and key.startswith(unset))}
+        self._env = {**inherited, **env}
         self._health = health
         self.process: subprocess.Popen[bytes] | None = None
         self._output = subprocess.DEVNULL if command is not None else None  # a C++ server logs every request
