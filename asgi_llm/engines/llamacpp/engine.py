@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import codecs
 import logging
-from dataclasses import replace
 from collections.abc import AsyncGenerator, Generator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ...config import ModelConfig
@@ -69,7 +69,8 @@ class LlamaCppEngine:
         self._marker_tokens: dict[int, bytes] = {}  # tool-call markers that are control tokens, by id
         self._pending = 0  # requests submitted and not finished (event loop side)
         self.memory: MemoryEstimate | None = None
-        """What llama.cpp allocated for it (weights, KV cache, compute buffers, per GPU), once loaded."""
+        """What llama.cpp allocated for it (weights, KV cache, compute buffers, per GPU) once loaded,
+        with the prompt cache's budget (host memory it may fill)."""
         self.decoded_tokens = 0  # tokens sampled since load; read by metrics and tests
         self._prompt_cache: PromptCache | None = None
 
