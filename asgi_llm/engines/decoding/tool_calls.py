@@ -20,7 +20,7 @@ from ...core.events import Finish, GenerationEvent, TextDelta, ToolCallDelta, To
 from ...core.requests import Message, ToolChoice, ToolSpec
 from .grammar import Schema, enforceable, literal_safe, validator
 
-__all__ = ["CallPlan", "JsonValues", "forced_calls", "plan_calls", "with_tools_note"]
+__all__ = ["CallPlan", "JsonValues", "Repeats", "canonical_json", "forced_calls", "plan_calls", "with_tools_note"]
 
 MAX_PARALLEL_CALLS = 8
 _NO_PARAMETERS: Schema = {"type": "object", "properties": {}, "additionalProperties": False}
@@ -143,6 +143,26 @@ class JsonValues:
         return done
 
 
+def canonical_json(text: str) -> str:
+    """`text`'s JSON value written one way (keys sorted), so that equal values compare equal."""
+    return json.dumps(json.loads(text), sort_keys=True)
+
+
+class Repeats:
+    """A response's calls in order: once one repeats an earlier call (same tool, same arguments
+    in any key order), it and every call after it are past the response's end."""
+
+    def __init__(self) -> None:
+        self._sent: set[tuple[str, str]] = set()
+        self._ended = False
+
+    def past_end(self, name: str, arguments: str) -> bool:
+        same = (name, canonical_json(arguments))
+        self._ended = self._ended or same in self._sent
+        self._sent.add(same)
+        return self._ended
+
+
 def _call(text: str, checks: Mapping[str, Validator]) -> tuple[str, str]:
     """A decoded call's tool name and arguments (JSON text), checked against the tool's schema."""
     try:
@@ -169,17 +189,13 @@ def forced_calls(
     """
     values = JsonValues(1 if plan.parallel else 0)
     count = 0
-    sent: set[tuple[str, str]] = set()
-    repeated = False
+    repeats = Repeats()
     for event in events:
         if isinstance(event, TextDelta):
             for text in values.feed(event.text):
                 name, arguments = _call(text, plan.checks)
-                same = (name, json.dumps(json.loads(arguments), sort_keys=True))
-                repeated = repeated or same in sent
-                if repeated:
+                if repeats.past_end(name, arguments):
                     continue
-                sent.add(same)
                 yield ToolCallStart(new_id(), name, index=event.index, call_index=count)
                 yield ToolCallDelta(arguments, index=event.index, call_index=count)
                 yield ToolCallEnd(index=event.index, call_index=count)

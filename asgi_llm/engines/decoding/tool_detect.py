@@ -19,6 +19,7 @@ from jsonschema.protocols import Validator  # type: ignore[import-untyped, unuse
 
 from ...core.events import Finish, GenerationEvent, TextDelta, TokenLogprob, ToolCallDelta, ToolCallEnd, ToolCallStart
 from .grammar import as_rule, relax_space
+from .tool_calls import Repeats
 
 __all__ = ["MARKERS", "Call", "CallDetector", "call_level", "detected_calls", "json_end", "trigger_grammar"]
 
@@ -246,20 +247,16 @@ def detected_calls(
     detector = CallDetector(checks)
     calls = 0
     logprobs: list[TokenLogprob] = []
-    sent: set[tuple[str, str]] = set()
-    repeated = False
+    repeats = Repeats()
 
     def send(outputs: list[Output], index: int) -> Iterator[GenerationEvent]:
-        nonlocal calls, repeated
+        nonlocal calls
         for output in outputs:
             if isinstance(output, str):
                 yield TextDelta(output, index=index, logprobs=tuple(logprobs))
                 logprobs.clear()
                 continue
-            same = (output.name, json.dumps(json.loads(output.arguments), sort_keys=True))
-            repeated = repeated or same in sent
-            sent.add(same)
-            if (parallel or not calls) and not repeated:
+            if not repeats.past_end(output.name, output.arguments) and (parallel or not calls):
                 yield ToolCallStart(new_id(), output.name, index=index, call_index=calls)
                 yield ToolCallDelta(output.arguments, index=index, call_index=calls)
                 yield ToolCallEnd(index=index, call_index=calls)

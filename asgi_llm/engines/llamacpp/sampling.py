@@ -24,7 +24,7 @@ from ..decoding.closing import Closer
 from ..decoding.constraints import LazyCalls
 from ..decoding.gbnf import Grammar, GrammarError, parse
 from ..decoding.grammar import Schema, harden
-from ..decoding.tool_calls import JsonValues
+from ..decoding.tool_calls import JsonValues, canonical_json
 from ..decoding.tool_detect import CallDetector, call_level, trigger_grammar
 from .native import Model
 from .picks import PENALTY_WINDOW, fast_pick, penalized
@@ -329,6 +329,6 @@ class Sampling:
 
 def _canonical(value: str) -> str:
     try:
-        return json.dumps(json.loads(value), sort_keys=True)
+        return canonical_json(value)
     except ValueError:
         return value
