@@ -134,6 +134,12 @@ class ModelConfig(BaseModel):
     queue_timeout: float = Field(
         default=60.0, gt=0, description="Seconds a request may wait for a free sequence; beyond: 503 with Retry-After."
     )
+    stall_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds queued or running work may go without progress before the model counts as stalled: "
+        "/health turns 503, its requests get 503 and it restarts.",
+    )
     keep_alive: float | None = Field(default=None, description="Seconds idle before unloading; None = never.")
     pin: bool = Field(default=False, description="Never unloaded to make room for another model, nor when idle.")
     # An upstream model: an OpenAI-compatible server (llama.cpp's server, vLLM, a cloud, another asgi-llm).

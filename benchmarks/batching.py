@@ -136,7 +136,7 @@ def decode_ceiling(
 ) -> dict[int, float]:
     """Tokens/s of bare batched decode steps, `rows` sequences one token each (best of three)."""
     from asgi_llm.config import ModelConfig
-    from asgi_llm.engines.batching import BatchToken
+    from asgi_llm.engines.llamacpp.jobs import BatchToken
     from asgi_llm.engines.llamacpp.native import Decoder, Model, new_context
 
     config = ModelConfig(path=model, n_threads=threads, n_ctx=1024, parallel=max(rows), flash_attn=flash_attn)

@@ -60,7 +60,7 @@ from anchors import (
 def bare_step_ms(model: str, threads: int, rows: int) -> float:
     """Median milliseconds of a `rows`-sequence, one-token-each decode, llama.cpp alone."""
     from asgi_llm.config import ModelConfig
-    from asgi_llm.engines.batching import BatchToken
+    from asgi_llm.engines.llamacpp.jobs import BatchToken
     from asgi_llm.engines.llamacpp.native import Decoder, Model, new_context
 
     config = ModelConfig(path=model, n_threads=threads, n_ctx=N_CTX, flash_attn=True, adapt_threads=False)

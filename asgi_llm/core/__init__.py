@@ -1,7 +1,7 @@
 """Protocol-neutral requests, events, errors and the engine contract. No I/O here."""
 
 from .catalog import ModelCard, ModelFacts, ModelState
-from .engine import Engine
+from .engine import Engine, EngineHealth
 from .errors import (
     BadGateway,
     ContextOverflow,
@@ -69,6 +69,7 @@ __all__ = [
     "EmbeddingRequest",
     "EmbeddingResult",
     "Engine",
+    "EngineHealth",
     "EngineEvent",
     "Finish",
     "FinishReason",

@@ -8,7 +8,7 @@ from typing import Literal
 
 __all__ = ["ModelCard", "ModelFacts", "ModelState"]
 
-ModelState = Literal["unloaded", "loading", "ready", "failed"]
+ModelState = Literal["unloaded", "loading", "ready", "stalled", "failed"]
 
 
 @dataclass(frozen=True)

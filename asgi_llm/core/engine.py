@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping
+from dataclasses import dataclass
 from typing import Any
 from typing import Protocol, runtime_checkable
 
 from .events import EmbeddingResult, EngineEvent
 from .requests import EmbeddingRequest, GenerationRequest
 
-__all__ = ["Engine"]
+__all__ = ["Engine", "EngineHealth"]
+
+
+@dataclass(frozen=True)
+class EngineHealth:
+    """Whether a fresh request can be served now, and the faults an engine survived since load."""
+
+    stalled: str | None = None
+    """Why a fresh request cannot be served now (work made no progress); None while it can."""
+    faults: int = 0  # requests ended by a fault on the engine's side, the others going on
+    stalls: int = 0  # times queued or running work made no progress for `stall_seconds`
+    restarts: int = 0  # times the model restarted in place, after a stall or a broken invariant
 
 
 @runtime_checkable
@@ -26,6 +38,10 @@ class Engine(Protocol):
 
     @property
     def context_length(self) -> int: ...
+
+    def health(self) -> EngineHealth:
+        """Read from the event loop by /health, the model list and metrics."""
+        ...
 
     def describe(self) -> Mapping[str, Any]:
         """What the engine got at load (backend, GPU offload, context...), for health output."""

@@ -19,6 +19,7 @@ from ..core import (
     TextDelta,
     Usage,
 )
+from ..core.engine import EngineHealth
 from ..core.events import Embedding
 from .inference_thread import InferenceThread
 
@@ -42,6 +43,8 @@ class FakeEngine:
         self.error = error
         self._loaded = loaded
         self.closed = False
+        self.state = EngineHealth()
+        """What `health` reports: set it to a stalled one to see how the rest reacts."""
 
     @property
     def supports_embeddings(self) -> bool:
@@ -50,6 +53,9 @@ class FakeEngine:
     @property
     def context_length(self) -> int:
         return self.config.n_ctx
+
+    def health(self) -> EngineHealth:
+        return self.state
 
     def describe(self) -> dict[str, Any]:
         return {}

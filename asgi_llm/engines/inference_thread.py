@@ -27,6 +27,9 @@ T = TypeVar("T")
 log = logging.getLogger("asgi_llm.inference")
 
 _STOP = object()
+IDLE_WAIT = 0.05
+"""Seconds the thread waits for a call when its steppers have work none of them can do now
+(every sequence held, nothing to decode): a client leaving is noticed within this, no core spins."""
 
 
 class _Outbox:
@@ -84,6 +87,11 @@ class Channel(Generic[T]):
             return False
         return True
 
+    def fail(self, error: BaseException) -> None:
+        """End the receiver with `error` now; called on the receiving loop (the watchdog), so it
+        needs nothing of the inference thread."""
+        self._push(error)
+
     def _push(self, item: object) -> None:
         self._items.append(item)
         if self._waiter is not None and not self._waiter.done():
@@ -126,8 +134,10 @@ class Stepper(Protocol):
         """Whether a step would do anything (read on the inference thread)."""
         ...
 
-    def step(self) -> None:
-        """One short unit of work; must not raise (errors go to whoever the work is for)."""
+    def step(self) -> bool:
+        """One short unit of work; False when it could do nothing (then the thread waits for a
+        call or a moment before trying again, rather than spin). Must not raise: errors go to
+        whoever the work is for."""
         ...
 
     def abandon(self, error: BaseException) -> None:
@@ -205,13 +215,15 @@ class InferenceThread:
     def _run(self) -> None:
         self._outbox.owner = threading.get_ident()
         stopping = False
+        progressed = True
         while not stopping:
             active = [stepper for stepper in self._steppers if stepper.active]
             self._stepping = bool(active)
-            stopping = self._admit(block=not active)
+            stopping = self._admit(wait=None if not active else 0.0 if progressed else IDLE_WAIT)
+            progressed = False
             for stepper in active:
                 try:
-                    stepper.step()
+                    progressed = stepper.step() or progressed
                 except Exception:  # a stepper reports its own errors; the thread must go on
                     log.exception("a scheduler step failed")
             self._outbox.flush()
@@ -220,10 +232,11 @@ class InferenceThread:
         self._outbox.flush()
         self._outbox.owner = None
 
-    def _admit(self, *, block: bool) -> bool:
-        """Take everything queued; run calls at once. True when asked to stop."""
+    def _admit(self, *, wait: float | None) -> bool:
+        """Take everything queued, waiting up to `wait` seconds (None: until something comes) for
+        the first; run calls at once. True when asked to stop."""
         try:
-            item = self._inbox.get() if block else self._inbox.get_nowait()
+            item = self._inbox.get(timeout=wait) if wait != 0.0 else self._inbox.get_nowait()
         except queue.Empty:
             return False
         while True:

@@ -17,7 +17,7 @@ from llama_cpp import _internals
 
 from asgi_llm import ModelConfig
 from asgi_llm.core import SamplingParams
-from asgi_llm.engines.batching import BatchToken
+from asgi_llm.engines.llamacpp.jobs import BatchToken
 from asgi_llm.engines.llamacpp.native import Decoder, Model, new_single_context
 from asgi_llm.engines.llamacpp.picks import PENALTY_WINDOW, SampledPick
 from asgi_llm.engines.llamacpp.sampling import Sampling

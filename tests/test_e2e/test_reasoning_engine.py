@@ -4,6 +4,7 @@ apply to the answer. SmolLM2 has no `<think>`, so the engine is told it has for 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -37,6 +38,12 @@ def completion(prompt: str, **sampling: object) -> CompletionRequest:
     return CompletionRequest(model="m", prompts=(prompt,), sampling=SamplingParams(temperature=0, **sampling))  # type: ignore[arg-type]
 
 
+def think(engine: Any) -> None:
+    """Tell the engine its model writes reasoning blocks."""
+    prompts = engine.runtime.prompts
+    prompts.facts = replace(prompts.facts, thinks=True)
+
+
 async def generation(engine: Any, request: Any) -> AsyncIterator[Any]:
     """The generation's events; the prompt read the engine tells first is checked and left out."""
     events = engine.generate(request)
@@ -48,7 +55,7 @@ async def generation(engine: Any, request: Any) -> AsyncIterator[Any]:
 
 async def test_reasoning_blocks_are_split_only_for_models_that_have_them() -> None:
     async with local_engine(ModelConfig(n_ctx=512)) as engine:
-        assert not engine._thinks  # SmolLM2: neither its template nor its vocabulary has `<think>`
+        assert not engine.runtime.prompts.facts.thinks  # SmolLM2: neither its template nor its vocabulary has `<think>`
         chat = ChatRequest(
             model="m", messages=(Message("user", "Hi"),), sampling=SamplingParams(max_tokens=16, temperature=0)
         )
@@ -57,7 +64,7 @@ async def test_reasoning_blocks_are_split_only_for_models_that_have_them() -> No
         text = "".join(e.text for e in plain if isinstance(e, TextDelta))
         assert "</think>" in text  # the prompt opened a block; this model closes it and answers
 
-        engine._thinks = True
+        think(engine)
         split = [e async for e in generation(engine, completion(FEW_SHOT, max_tokens=20, logprobs=True))]
         reasoning = "".join(e.text for e in split if isinstance(e, ReasoningDelta))
         answer = "".join(e.text for e in split if isinstance(e, TextDelta))
@@ -98,9 +105,9 @@ async def test_reasoning_on_is_refused_by_a_model_that_cannot_and_off_is_as_aske
         assert off[:-1] == plain[:-1]  # nothing to turn off: the same reply (the prompt now cached)
         assert isinstance(off[-1], Finish) and off[-1].usage.prompt_tokens == plain[-1].usage.prompt_tokens
 
-        engine._thinks = True  # a reasoning model whose template has no switch: an empty block closes it
-        prompt = await engine._thread.call(lambda: engine._prompts(_chat(Reasoning(False, "think")))[0][0])
-        text = engine._loaded().detokenize(prompt, special=True)
+        think(engine)  # a reasoning model whose template has no switch: an empty block closes it
+        prompt = await engine._thread.call(lambda: engine.runtime.prompts.of(_chat(Reasoning(False, "think")))[0][0])
+        text = engine.runtime.model.detokenize(prompt, special=True)
         assert text.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
         assert not [e async for e in generation(engine, _chat(Reasoning(False, "think"))) if isinstance(e, ReasoningDelta)]
 
@@ -113,12 +120,12 @@ SWITCHED = (  # a template with Qwen3's switch; it mentions <think>, so the mode
 
 async def test_a_template_with_its_own_switch_gets_enable_thinking() -> None:
     async with local_engine(ModelConfig(n_ctx=512, chat_template=SWITCHED, reasoning="off")) as engine:
-        assert engine._thinks and engine._template_switch
+        assert engine.runtime.prompts.facts.thinks and engine.runtime.prompts.facts.switch
         tokens = {
-            label: await engine._thread.call(lambda r=request: engine._prompts(r)[0][0])
+            label: await engine._thread.call(lambda r=request: engine.runtime.prompts.of(r)[0][0])
             for label, request in (("on", _chat(Reasoning(True, "think"))), ("default", _chat(None)))
         }
-        on, default = (engine._loaded().detokenize(tokens[k], special=True) for k in ("on", "default"))
+        on, default = (engine.runtime.model.detokenize(tokens[k], special=True) for k in ("on", "default"))
         assert on.endswith("<|im_start|>assistant\n")  # switched on: the template leaves the block to the model
         assert default.endswith("<think>\n\n</think>\n\n")  # the config's `reasoning = "off"`, by the template
         assert default.count("</think>") == 1  # the template's own closing, not ours as well
@@ -132,10 +139,10 @@ OPENS_A_BLOCK = (  # ChatML whose generation prompt opens a think block, as Deep
 
 async def test_a_thinking_budget_closes_the_block_when_spent() -> None:
     async with local_engine(ModelConfig(n_ctx=512, chat_template=OPENS_A_BLOCK)) as engine:
-        assert engine._thinks
+        assert engine.runtime.prompts.facts.thinks
         free = [e async for e in generation(engine, _chat_long(Reasoning(True, "thinking")))]
         budgeted = [e async for e in generation(engine, _chat_long(Reasoning(True, "thinking", budget=4)))]
-        marker = len(engine._loaded().tokenize("</think>\n\n", add_bos=False))
+        marker = len(engine.runtime.model.tokenize("</think>\n\n", add_bos=False))
         spent, unbounded = budgeted[-1], free[-1]
         assert isinstance(spent, Finish) and isinstance(unbounded, Finish)
         assert unbounded.usage.reasoning_tokens > 4 + marker  # left alone, this model thinks on

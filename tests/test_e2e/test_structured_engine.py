@@ -216,7 +216,7 @@ async def test_an_auto_call_that_repeats_an_earlier_one_ends_the_output(
     request = ChatRequest(model="m", messages=(Message("user", "hi"),), sampling=SamplingParams(), tools=tools)
     lazy = constraint_for(request).lazy
     assert lazy is not None and lazy.parallel
-    model = engine._loaded()
+    model = engine.runtime.model
     sampling = Sampling(model, lambda row: None, request.sampling, 0, lazy=(lazy, checked_grammar(model, lazy.schema, "tools")))
     for text, closes in ((first, False), (then, closing)):
         for at in range(0, len(text), 3):  # a few characters at a time, as tokens come

@@ -46,8 +46,7 @@ def anyio_backend() -> str:
 @pytest.fixture(scope="module")
 async def engine() -> AsyncIterator[LlamaCppEngine]:
     async with local_engine(ModelConfig(n_ctx=1024)) as engine:
-        model = engine._model
-        assert model is not None
+        model = engine.runtime.model
         assert await engine._thread.call(lambda: model.tokenize("{", add_bos=False, special=False)) == [BRACE]
         yield engine
 
@@ -104,8 +103,7 @@ async def test_the_tools_note_reaches_a_template_without_tools(engine: LlamaCppE
 async def test_trigger_grammars_prime_safely(engine: LlamaCppEngine, marker: str, call_text: str, primes: bool) -> None:
     """Text a grammar would refuse is found out before llama.cpp sees it (it would abort the process)."""
     schema = plan_calls(TOOLS, "required", parallel=False, keys=("arguments", "parameters")).schema
-    model = engine._model
-    assert model is not None
+    model = engine.runtime.model
     call_gbnf = await engine._thread.call(lambda: sampling.checked_grammar(model, schema, "tools"))
     gbnf = trigger_grammar(call_gbnf, marker, call_text, parallel=True)
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 
 import pytest
 
-from asgi_llm.core import Finish, TextDelta, Usage
-from asgi_llm.core.events import GenerationEvent
-from asgi_llm.engines.batching import COPY_GAIN, END, BatchToken, Job, Scheduler, Ticket
-from asgi_llm.engines.prompt_cache import PromptCache
+from asgi_llm.core import Finish, InternalError, TextDelta, Usage
+from asgi_llm.core.events import EngineEvent, GenerationEvent
+from asgi_llm.engines.llamacpp.batching import Scheduler
+from asgi_llm.engines.llamacpp.cache_reading import COPY_GAIN
+from asgi_llm.engines.llamacpp.jobs import END, BatchToken, Job, Ticket, Turn
+from asgi_llm.engines.llamacpp.prompt_cache import PromptCache
 
 
 class Recorder:
@@ -53,14 +55,29 @@ class Inbox:
         return True
 
 
-def counting(job: Job, tokens: int, first: int = 100) -> Generator[GenerationEvent | None, None, None]:
+class Counting:
     """A choice that 'samples' first, first+1, ... and reports the batch row it read each from."""
-    for n in range(tokens):
-        yield TextDelta(f"{first + n}@{job.logits}")
-        if n + 1 < tokens:
-            job.token = first + n
-            yield None
-    yield Finish("length", Usage(len(job.prompt), tokens, job.cached))
+
+    def __init__(self, prompt: list[int], tokens: int, first: int = 100) -> None:
+        self.prompt, self.tokens, self.first = prompt, tokens, first
+        self.produced = self.cached = 0
+        self.closed = False
+
+    def begin(self, cached: int) -> Sequence[EngineEvent]:
+        self.cached = cached
+        return ()
+
+    def step(self, row: int) -> Turn:
+        n = self.produced
+        self.produced += 1
+        events: list[GenerationEvent] = [TextDelta(f"{self.first + n}@{row}")]
+        if n + 1 < self.tokens:
+            return Turn(events, self.first + n)
+        events.append(Finish("length", Usage(len(self.prompt), self.tokens, self.cached)))
+        return Turn(events, None)
+
+    def close(self) -> None:
+        self.closed = True
 
 
 def submit(scheduler: Scheduler, prompt: list[int], tokens: int, *, choices: int = 1, first: int = 100) -> tuple[Ticket, Inbox, list[Job]]:
@@ -69,9 +86,7 @@ def submit(scheduler: Scheduler, prompt: list[int], tokens: int, *, choices: int
     group = object()
     jobs = []
     for _ in range(choices):
-        job = Job(ticket, prompt, group=group)
-        job.events = counting(job, tokens, first)
-        jobs.append(job)
+        jobs.append(Job(ticket, prompt, Counting(prompt, tokens, first), group=group))
     scheduler.submit(jobs)
     return ticket, inbox, jobs
 
@@ -198,18 +213,18 @@ def test_an_error_in_a_choice_reaches_its_ticket_only() -> None:
     backend = Recorder()
     scheduler = Scheduler(backend, slots=2, batch=64, chunk=8)
 
-    def broken(job: Job) -> Generator[GenerationEvent | None, None, None]:
-        raise ValueError("bad output")
-        yield None
+    class Broken(Counting):
+        def step(self, row: int) -> Turn:
+            raise ValueError("bad output")
 
     inbox = Inbox()
-    job = Job(Ticket(inbox, 1), [1, 2])
-    job.events = broken(job)
-    scheduler.submit([job])
+    scheduler.submit([Job(Ticket(inbox, 1), [1, 2], Broken([1, 2], 2))])
     _, fine, _ = submit(scheduler, [3], 2)
     run(scheduler)
-    assert isinstance(inbox.items[0], ValueError) and len(inbox.items) == 1
+    assert len(inbox.items) == 1 and isinstance(inbox.items[0], InternalError)
+    assert isinstance(inbox.items[0].__cause__, ValueError)
     assert fine.items[-1] is END
+    assert scheduler.violations() == [] and scheduler.faults == 1 and scheduler.free_slots == 2
 
 
 def test_a_failed_decode_fails_the_jobs_in_it_and_clears_their_cache() -> None:
@@ -245,7 +260,7 @@ def test_each_batch_is_laid_out_by_sequence_id_and_rows_follow_it() -> None:
     out of order would cost passes, so it is ordered, and every choice still reads its own row."""
     backend = Recorder()
     scheduler = Scheduler(backend, slots=3, batch=64, chunk=8)
-    for slot in scheduler._slots:  # the slots hold caches, the last used most long ago
+    for slot in scheduler.slots:  # the slots hold caches, the last used most long ago
         slot.tokens, slot.used = [9, 9, 9], 3 - slot.sequence
     _, c, _ = submit(scheduler, [7, 8], 3, first=300)  # sequence 2: least recently used
     scheduler.step()
@@ -264,19 +279,19 @@ def test_each_batch_is_laid_out_by_sequence_id_and_rows_follow_it() -> None:
 def test_a_new_choice_takes_the_slot_that_keeps_busy_sequences_consecutive() -> None:
     backend = Recorder()
     scheduler = Scheduler(backend, slots=4, batch=64, chunk=8)
-    for slot in scheduler._slots:  # equally good caches; LRU alone would pick sequence 3, then 2
+    for slot in scheduler.slots:  # equally good caches; LRU alone would pick sequence 3, then 2
         slot.tokens, slot.used = [1, 2], 4 - slot.sequence
     submit(scheduler, [1, 2, 3], 5)
     scheduler.step()
-    assert [s.sequence for s in scheduler._slots if s.job is not None] == [3]
+    assert [s.sequence for s in scheduler.slots if s.job is not None] == [3]
     submit(scheduler, [1, 2, 4], 5)
     scheduler.step()
-    assert sorted(s.sequence for s in scheduler._slots if s.job is not None) == [2, 3]
-    for slot in scheduler._slots[:2]:  # a longer cached prefix still wins over keeping ids together
+    assert sorted(s.sequence for s in scheduler.slots if s.job is not None) == [2, 3]
+    for slot in scheduler.slots[:2]:  # a longer cached prefix still wins over keeping ids together
         slot.tokens = [1, 2, 5, 6] if slot.sequence == 0 else slot.tokens
     submit(scheduler, [1, 2, 5, 6, 7], 5)
     scheduler.step()
-    assert sorted(s.sequence for s in scheduler._slots if s.job is not None) == [0, 2, 3]
+    assert sorted(s.sequence for s in scheduler.slots if s.job is not None) == [0, 2, 3]
     run(scheduler)
 
 
@@ -320,8 +335,8 @@ def test_a_slot_keeps_its_own_cache_unless_another_holds_copy_gain_tokens_more(g
     scheduler = Scheduler(backend, slots=2, batch=64, chunk=64)
     prompt = list(range(1, 41))
     usable = len(prompt) - 1  # the last token is always read again, for its logits
-    scheduler._slots[0].tokens = list(prompt)
-    scheduler._slots[1].tokens = prompt[: usable - gain]
+    scheduler.slots[0].tokens = list(prompt)
+    scheduler.slots[1].tokens = prompt[: usable - gain]
     submit(scheduler, [*prompt, 7], 30)  # takes sequence 0, the longer cache, and stays busy
     scheduler.step()
     _, inbox, _ = submit(scheduler, prompt, 1)
@@ -409,3 +424,27 @@ def test_a_state_over_the_cache_budget_is_not_even_copied_out() -> None:
     submit(scheduler, [500, 501], 2)
     run(scheduler)
     assert backend.saves == [] and len(cache) == 0
+
+
+def test_restoring_a_saved_prompt_while_the_slot_is_set_aside_keeps_the_books_straight() -> None:
+    """The cache race: a sequence holding another conversation is saved (filling the budget)
+    just before a saved prompt is restored into it. Nothing the restore needs is dropped, no
+    fault happens, and every invariant holds after each step."""
+    backend = Recorder()
+    cache = PromptCache(budget=20)  # two states of 10 bytes
+    system = list(range(1, COPY_GAIN + 10))
+    cache.put([*system, 50, 51], "one", 10)
+    cache.put([*system, 60, 61], "two", 10)
+    scheduler = Scheduler(backend, slots=1, batch=64, chunk=64, cache=cache)
+    scheduler.slots[0].tokens = [900 + i for i in range(COPY_GAIN + 5)]  # another conversation, held nowhere else
+    _, inbox, _ = submit(scheduler, [*system, 70], 2)
+    for _ in range(10):
+        if not scheduler.active:
+            break
+        scheduler.step()
+        assert scheduler.violations() == []
+    assert scheduler.faults == 0 and inbox.items[-1] is END
+    assert backend.saves == [0] and backend.restores == [(0, "two")]  # the most recently used of the equals
+    assert cache.consistent() and len(cache) == 2
+    finish = next(i for i in inbox.items if isinstance(i, Finish))
+    assert finish.usage.cached_tokens == len(system)

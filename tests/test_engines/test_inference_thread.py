@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from asgi_llm.core import ModelNotReady
-from asgi_llm.engines.inference_thread import Channel, InferenceThread
+from asgi_llm.engines.inference_thread import IDLE_WAIT, Channel, InferenceThread
 
 pytestmark = pytest.mark.anyio
 
@@ -92,9 +92,10 @@ class CountingStepper:
     def active(self) -> bool:
         return self.work > 0
 
-    def step(self) -> None:
+    def step(self) -> bool:
         self.threads.add(threading.current_thread().name)
         self.work -= 1
+        return True
 
     def abandon(self, error: BaseException) -> None:
         self.abandoned = error
@@ -120,6 +121,39 @@ async def test_an_attached_stepper_is_stepped_on_the_thread_while_it_has_work() 
         await thread.stop()
 
 
+class Stuck:
+    """A stepper with work it can never do (every sequence held): each step says so."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+    @property
+    def active(self) -> bool:
+        return True
+
+    def step(self) -> bool:
+        self.steps += 1
+        return False
+
+    def abandon(self, error: BaseException) -> None:
+        pass
+
+
+async def test_work_that_cannot_move_does_not_spin_the_thread_and_calls_still_run() -> None:
+    thread = InferenceThread()
+    thread.start()
+    stepper = Stuck()
+    try:
+        await thread.attach(stepper)
+        await asyncio.sleep(0.5)
+        with anyio.fail_after(1):
+            assert await thread.call(lambda: "answered") == "answered"
+        # a spinning thread steps hundreds of thousands of times in half a second
+        assert 3 <= stepper.steps <= 0.5 / IDLE_WAIT + 5
+    finally:
+        await thread.stop()
+
+
 async def test_stopping_the_thread_abandons_the_work_of_attached_steppers() -> None:
     thread = InferenceThread()
     thread.start()
@@ -139,10 +173,11 @@ class Burst:
     def active(self) -> bool:
         return self.steps == 0
 
-    def step(self) -> None:
+    def step(self) -> bool:
         self.steps += 1
         for item in ("a", "b", "c"):
             self.channel.send(item)
+        return True
 
     def abandon(self, error: BaseException) -> None:
         pass

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from asgi_llm.engines.core_load import CoreReader
-from asgi_llm.engines.thread_governor import BUSY, CROWDED, WINDOW, CoreSample, ThreadGovernor
+from asgi_llm.engines.llamacpp.core_load import CoreReader
+from asgi_llm.engines.llamacpp.thread_governor import BUSY, CROWDED, WINDOW, CoreSample, ThreadGovernor
 
 
 class Timeline:

@@ -11,7 +11,7 @@ from ...config import ModelConfig
 from ...core.errors import ContextOverflow, InvalidRequest
 from ...core.events import Embedding, EmbeddingResult
 from ...core.requests import EmbeddingRequest
-from ..batching import BatchToken
+from .jobs import BatchToken
 from .native import Decoder, Model, new_single_context
 from .prompt_bound import SLACK, TooLong, bounded_tokens
 

@@ -23,7 +23,7 @@ from llama_cpp import _internals
 
 from ...config import ModelConfig
 from ...core.errors import InternalError
-from ..batching import BatchToken
+from .jobs import BatchToken
 from .threads import GovernedThreads
 
 __all__ = [

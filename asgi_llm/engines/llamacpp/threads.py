@@ -9,8 +9,8 @@ from typing import Any
 
 import llama_cpp
 
-from ..core_load import CoreReader
-from ..thread_governor import WINDOW, ThreadGovernor
+from .core_load import CoreReader
+from .thread_governor import WINDOW, ThreadGovernor
 
 __all__ = ["GovernedThreads"]
 

@@ -8,7 +8,7 @@ from collections.abc import AsyncGenerator
 
 from ...core.errors import Overloaded
 from ...core.events import Queued
-from ..batching import Ticket
+from .jobs import Ticket
 from ..inference_thread import Channel
 
 __all__ = ["waiting"]

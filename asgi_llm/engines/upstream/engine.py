@@ -30,6 +30,7 @@ import httpx
 from pydantic import SecretStr
 
 from ...config import ModelConfig, Settings
+from ...core.engine import EngineHealth
 from ...core.errors import BadGateway, GatewayTimeout, LLMError, ModelNotReady, Unavailable
 from ...core.events import Embedding, EmbeddingResult, GenerationEvent
 from ...core.requests import ChatRequest, CompletionRequest, EmbeddingRequest, GenerationRequest
@@ -92,6 +93,10 @@ class UpstreamEngine:
     @property
     def context_length(self) -> int:
         return self._context or self.config.n_ctx
+
+    def health(self) -> EngineHealth:
+        """An upstream's own faults are its requests' errors; its replicas' health is in `describe`."""
+        return EngineHealth()
 
     def describe(self) -> dict[str, Any]:
         """Backend facts for `/health`: no URL (it may carry credentials), no key."""

@@ -39,24 +39,32 @@ class SavedPrompt:
     tokens: list[int]  # what the saved state holds, position by position (never changed)
     state: Any
     size: int  # bytes
+    key: int = 0  # its place in the cache's order of use, given by `put`
 
 
 class PromptCache:
     """Saved sequence states, the least recently used dropped first to stay within `budget`
-    bytes; a saved prompt that another one extends is dropped, since the longer serves both."""
+    bytes; a saved prompt that another one extends is dropped, since the longer serves both.
+    Its invariant, checked by `consistent`: `size` is the sum of the entries' sizes and at most
+    `budget`."""
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
         self.size = 0
-        self._saved: OrderedDict[int, SavedPrompt] = OrderedDict()
+        self._saved: OrderedDict[int, SavedPrompt] = OrderedDict()  # least recently used first
+        self._keys = 0
 
     def __len__(self) -> int:
         return len(self._saved)
 
+    def __contains__(self, saved: SavedPrompt) -> bool:
+        return self._saved.get(saved.key) is saved
+
     def best(self, prompt: list[int]) -> tuple[SavedPrompt | None, int]:
-        """The saved prompt sharing the longest prefix with `prompt`, and that length."""
+        """The saved prompt sharing the longest prefix with `prompt`, and that length; of equally
+        good ones the most recently used, which LRU eviction drops last."""
         found, length = None, 0
-        for saved in self._saved.values():
+        for saved in reversed(self._saved.values()):
             shared = common_prefix(saved.tokens, prompt)
             if shared > length:
                 found, length = saved, shared
@@ -67,21 +75,33 @@ class PromptCache:
         return any(common_prefix(saved.tokens, tokens) == len(tokens) for saved in self._saved.values())
 
     def used(self, saved: SavedPrompt) -> None:
-        self._saved.move_to_end(id(saved))
+        """Mark `saved` the most recently used (nothing happens if it has been dropped meanwhile)."""
+        if saved in self:
+            self._saved.move_to_end(saved.key)
 
-    def put(self, tokens: list[int], state: Any, size: int) -> bool:
-        """Keep `state` (of `tokens`), unless it alone is over the budget."""
-        if size > self.budget:
+    def put(self, tokens: list[int], state: Any, size: int, *, keep: SavedPrompt | None = None) -> bool:
+        """Keep `state` (of `tokens`), unless it alone is over the budget, or it would need
+        `keep` (a saved prompt chosen and not yet restored) dropped to fit."""
+        if size > self.budget - (keep.size if keep is not None and keep in self else 0):
             return False
         for key, saved in list(self._saved.items()):
-            if common_prefix(saved.tokens, tokens) == len(saved.tokens):
+            if saved is not keep and common_prefix(saved.tokens, tokens) == len(saved.tokens):
                 self._drop(key)
-        saved = SavedPrompt(list(tokens), state, size)
-        self._saved[id(saved)] = saved
+        self._keys += 1
+        saved = SavedPrompt(list(tokens), state, size, self._keys)
+        self._saved[saved.key] = saved
         self.size += size
         while self.size > self.budget:
-            self._drop(next(iter(self._saved)))
+            oldest = next(key for key, s in self._saved.items() if s is not keep)
+            self._drop(oldest)
         return True
+
+    def clear(self) -> None:
+        self._saved.clear()
+        self.size = 0
+
+    def consistent(self) -> bool:
+        return self.size == sum(s.size for s in self._saved.values()) and 0 <= self.size <= self.budget
 
     def _drop(self, key: int) -> None:
         self.size -= self._saved.pop(key).size

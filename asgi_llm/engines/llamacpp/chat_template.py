@@ -10,8 +10,8 @@ from typing import Any
 from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from ..core.errors import InvalidRequest
-from ..core.requests import Message, ToolCall, ToolSpec
+from ...core.errors import InvalidRequest
+from ...core.requests import Message, ToolCall, ToolSpec
 
 __all__ = ["ChatTemplate", "CHATML"]
 

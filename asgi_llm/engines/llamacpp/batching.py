@@ -1,0 +1,358 @@
+"""Continuous batching: the choices in flight on one model are decoded together, one batched
+decode per step, and new ones join between steps.
+
+Pure orchestration, no `llama_cpp` here: the engine supplies a `Backend` for the model calls
+and a `Choice` for each job (jobs.py). Each of the model's `slots` is one sequence of its
+context; a slot keeps what it last decoded, so a new prompt that starts the same way (the next
+turn of a chat) skips that prefix, or starts from another slot's or a saved prompt's cache
+(cache_reading.py). Prompts are fed in chunks beside the running choices' next tokens, so
+streams keep moving while a long prompt is read. Jobs wait in FIFO order for a free slot; a
+job whose client left is dropped before it costs anything. Busy slots are kept to consecutive
+sequence ids, and each batch laid out in their order: that is what llama.cpp decodes in one pass.
+
+One fault, one request: whatever raises on behalf of one job (reading its cache, its choice's
+step) ends that job's request with an error and empties its slot; a failed decode does that
+for the jobs of its batch. After any fault the invariants are checked (`violations`); when
+they do not hold the scheduler is `broken`, and the engine restarts the model.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ...core.errors import InternalError
+from .cache_reading import CacheReader
+from .jobs import END, Backend, BatchToken, Job
+from .prompt_cache import PromptCache, common_prefix
+
+__all__ = ["END", "Scheduler", "Slot"]
+
+log = logging.getLogger("asgi_llm.engine")
+
+_Fed = list[tuple[Job, list[int], int | None]]  # each job fed, its tokens, and its logits row
+
+
+@dataclass(eq=False)
+class Slot:
+    """One sequence of the context."""
+
+    sequence: int
+    tokens: list[int] = field(default_factory=list)  # what its cache holds, position by position
+    job: Job | None = None
+    used: int = 0  # the step its last job left at
+
+
+class Scheduler:
+    """Runs on the inference thread only; `submit` and every step are called there."""
+
+    def __init__(
+        self, backend: Backend, *, slots: int, batch: int, chunk: int, cache: PromptCache | None = None
+    ) -> None:
+        self._backend = backend
+        self.cache = cache
+        self.slots = [Slot(i) for i in range(slots)]
+        self._reader = CacheReader(backend, self.slots, cache)
+        self._batch = max(batch, slots)
+        self._chunk = max(chunk, 1)
+        self._queue: deque[Job] = deque()
+        self._active: list[Job] = []
+        self._clock = 0
+        self.running = 0  # requests with a choice in a slot (read from the event loop: a snapshot)
+        self.faults = 0  # jobs ended by a fault on their behalf (read by metrics)
+        self.broken = False  # an invariant failed after a fault: the model must restart
+        self.moved = time.monotonic()  # when a job last moved (read by the stall watchdog)
+
+    @property
+    def active(self) -> bool:
+        return bool(self._queue or self._active)
+
+    @property
+    def free_slots(self) -> int:
+        """Sequences no choice holds (read from the event loop too: a snapshot)."""
+        return sum(slot.job is None for slot in self.slots)
+
+    def submit(self, jobs: Iterable[Job]) -> bool:
+        """Queue the jobs; True when some of them must wait for a slot to free up."""
+        self._queue.extend(jobs)
+        return len(self._queue) > self.free_slots
+
+    def step(self) -> bool:
+        """One decode of every running choice's next token and of prompt chunks; False when
+        nothing could be done (no free slot for what waits, nothing running)."""
+        self._clock += 1
+        faults = self.faults
+        for job in [j for j in self._active if j.ticket.cancelled]:
+            self._end(job)
+        admitted = self._admit()
+        batch, fed = self._plan()
+        if batch:
+            self._decode(batch, fed)
+        if self.faults != faults:
+            self._check()
+        return bool(batch) or admitted
+
+    def abandon(self, error: BaseException) -> None:
+        """End every job with `error` (the model is going away); slots are left empty."""
+        tickets = {id(j.ticket): j.ticket for j in (*self._active, *self._queue)}
+        for job in self._active:
+            _closed(job)
+        for ticket in tickets.values():
+            if not ticket.cancelled:
+                ticket.send(error)
+            ticket.cancelled = True
+        self._active.clear()
+        self._queue.clear()
+        for slot in self.slots:
+            slot.job = None
+            slot.tokens = []
+        self.running = 0
+
+    def violations(self) -> list[str]:
+        """The scheduler's invariants that do not hold (none, always, unless a bug let one go)."""
+        broken = []
+        active = set(map(id, self._active))
+        for slot in self.slots:
+            if slot.job is not None and (id(slot.job) not in active or slot.job.slot is not slot):
+                broken.append(f"slot {slot.sequence} holds a job that is not running there")
+        for job in self._active:
+            if job.slot is None or job.slot.job is not job:
+                broken.append("a running job has no slot")
+        if len(active) != len(self._active) or any(id(job) in active for job in self._queue):
+            broken.append("a job is listed twice")
+        tickets = {id(j.ticket) for j in (*self._active, *self._queue) if j.ticket.admitted}
+        if self.running != len(tickets):
+            broken.append(f"running is {self.running}, but {len(tickets)} admitted requests are open")
+        if self.cache is not None and not self.cache.consistent():
+            broken.append("the prompt cache's size is not the sum of its entries within its budget")
+        return broken
+
+    # -- admission ---------------------------------------------------------------
+
+    def _admit(self) -> bool:
+        admitted = False
+        while self._queue:
+            job = self._queue[0]
+            if job.ticket.cancelled:
+                self._queue.popleft()
+                self._close(job)
+                continue
+            free = [slot for slot in self.slots if slot.job is None]
+            if not free:
+                break
+            self._queue.popleft()
+            self._place(job, free)
+            admitted = True
+        return admitted
+
+    def _place(self, job: Job, free: list[Slot]) -> None:
+        leader = self._reading(job)
+        if leader is not None:
+            slot = min(free, key=lambda s: (self._breaks(s), s.used))  # its cache is replaced by the leader's
+            job.leader = leader
+            leader.followers.append(job)
+        else:
+            slot = max(free, key=lambda s: (common_prefix(s.tokens, job.prompt), -self._breaks(s), -s.used))
+        slot.job = job
+        job.slot = slot
+        self._active.append(job)
+        if not job.ticket.admitted:
+            job.ticket.admitted = True
+            self.running += 1
+        self.moved = time.monotonic()
+        if leader is None:
+            self._read(job)
+
+    def _read(self, job: Job) -> None:
+        try:
+            self._reader.read(job)
+        except Exception as exc:
+            self._fail(job, exc, "reading its prompt's cache")
+
+    def _breaks(self, joining: Slot) -> int:
+        """Gaps between the busy sequence ids once `joining` is busy too: each one costs
+        llama.cpp another pass per decode (see `_plan`), so among slots whose caches serve a
+        prompt equally well, the one that leaves fewest wins."""
+        busy = sorted({s.sequence for s in self.slots if s.job is not None} | {joining.sequence})
+        return sum(b - a > 1 for a, b in zip(busy, busy[1:]))
+
+    def _reading(self, job: Job) -> Job | None:
+        """A running choice of the same prompt that has not produced a token yet."""
+        if job.group is None:
+            return None
+        for other in self._active:
+            if other.group is job.group and other.leader is None and other.logits < 0 and other.token is None:
+                return other
+        return None
+
+    # -- one step ------------------------------------------------------------------
+
+    def _plan(self) -> tuple[list[BatchToken], _Fed]:
+        """Every running choice's next token, then prompt chunks in arrival order while room is
+        left; laid out by sequence id, since llama.cpp decodes a batch of separate KV streams
+        in one pass only over a run of consecutive sequence ids in batch order (any other
+        order costs another pass per break)."""
+        planned: list[tuple[Job, Slot, list[int], bool]] = []  # tokens, and whether the last wants logits
+        for job in self._active:
+            if job.token is not None and job.slot is not None:
+                planned.append((job, job.slot, [job.token], True))
+        room = self._batch - len(planned)
+        if planned:
+            room = min(room, self._chunk)  # a long prompt must not stall the streams
+        for job in self._active:
+            if room <= 0:
+                break
+            if not job.pending or job.leader is not None or job.slot is None:
+                continue
+            chunk = job.pending[:room]
+            planned.append((job, job.slot, chunk, len(chunk) == len(job.pending)))
+            room -= len(chunk)
+        batch: list[BatchToken] = []
+        fed: _Fed = []
+        for job, slot, tokens, last in sorted(planned, key=lambda p: p[1].sequence):
+            start = len(slot.tokens)
+            for offset, token in enumerate(tokens):
+                batch.append(BatchToken(token, start + offset, slot.sequence, last and offset == len(tokens) - 1))
+            fed.append((job, tokens, len(batch) - 1 if last else None))
+        return batch, fed
+
+    def _decode(self, batch: list[BatchToken], fed: _Fed) -> None:
+        try:
+            self._backend.decode(batch)
+        except Exception as exc:
+            self._decode_failed(fed, exc)
+            return
+        finally:
+            self._reader.decoded()  # llama.cpp moves pending copies first thing in a decode
+        self.moved = time.monotonic()
+        ready = []
+        for job, tokens, row in fed:
+            if job.slot is None:  # ended meanwhile
+                continue
+            job.slot.tokens.extend(tokens)
+            if job.token is not None:
+                job.token = None
+            else:
+                del job.pending[: len(tokens)]
+            if row is not None:
+                job.logits = row
+                ready.append(job)
+        for job in ready:
+            if job.slot is not None:
+                self._share(job)
+                self._advance(job)
+
+    def _share(self, leader: Job) -> None:
+        """Followers take a copy of the leader's read prompt and sample from its logits."""
+        followers, leader.followers = leader.followers, []
+        for job in followers:
+            job.leader = None
+            try:
+                self._reader.copy_reading(leader, job)
+            except Exception as exc:
+                self._fail(job, exc, "copying its prompt's reading")
+                continue
+            self._advance(job)
+
+    def _advance(self, job: Job) -> None:
+        ticket = job.ticket
+        if ticket.cancelled:
+            self._end(job)
+            return
+        try:
+            if not job.begun:
+                job.begun = True
+                self._send(job, job.choice.begin(job.cached))
+            turn = job.choice.step(job.logits)
+            self._send(job, turn.events)
+        except Exception as exc:
+            self._fail(job, exc, "generating its output", keep_cache=True)
+            return
+        job.token = turn.token
+        if turn.token is None or ticket.cancelled:
+            self._end(job)
+
+    @staticmethod
+    def _send(job: Job, events: Iterable[object]) -> None:
+        for event in events:
+            if not job.ticket.cancelled and not job.ticket.send(event):
+                job.ticket.cancelled = True
+
+    # -- faults --------------------------------------------------------------------
+
+    def _decode_failed(self, fed: _Fed, exc: Exception) -> None:
+        self._reader.copies_lost()  # copies meant to move in this decode may or may not have
+        for job, _, _ in fed:
+            if job.slot is not None:
+                self._fail(job, exc, "decoding its batch")
+
+    def _fail(self, job: Job, exc: Exception, doing: str, *, keep_cache: bool = False) -> None:
+        """End `job`'s request with an error; the rest go on. Unless the fault left its slot's
+        cache as it was (`keep_cache`), the slot is emptied, since what it holds is unknown."""
+        self.faults += 1
+        log.error("a request failed while %s: %r", doing, exc, exc_info=exc)
+        ticket = job.ticket
+        if not ticket.cancelled:
+            error = InternalError("The model failed while serving this request.")
+            error.__cause__ = exc
+            ticket.send(error)
+        ticket.cancelled = True
+        if job.slot is not None and not keep_cache:
+            self._empty(job.slot)
+        self._end(job)
+
+    def _empty(self, slot: Slot) -> None:
+        slot.tokens = []
+        try:
+            self._backend.forget(slot.sequence, 0)
+        except Exception as exc:
+            log.error("sequence %s could not be cleared: %r", slot.sequence, exc)
+            self.broken = True
+
+    def _check(self) -> None:
+        broken = self.violations()
+        if broken:
+            log.error("the scheduler's invariants failed after a fault: %s", "; ".join(broken))
+            self.broken = True
+
+    # -- leaving -----------------------------------------------------------------
+
+    def _end(self, job: Job) -> None:
+        """The job leaves its slot, whose cache stays for the next prompt that starts the same way."""
+        _closed(job)
+        slot = job.slot
+        if slot is not None:
+            slot.job = None
+            slot.used = self._clock
+            job.slot = None
+        if job in self._active:
+            self._active.remove(job)
+        self.moved = time.monotonic()
+        followers, job.followers = job.followers, []
+        if job.leader is not None and job in job.leader.followers:
+            job.leader.followers.remove(job)
+        job.leader = None
+        self._close(job)
+        for follower in followers:  # the leader left before reading its prompt: read alone
+            follower.leader = None
+            self._read(follower)
+
+    def _close(self, job: Job) -> None:
+        ticket = job.ticket
+        ticket.open -= 1
+        if ticket.open > 0:
+            return
+        if ticket.admitted:
+            self.running -= 1
+        if not ticket.cancelled:
+            ticket.send(END)
+
+
+def _closed(job: Job) -> None:
+    try:
+        job.choice.close()
+    except Exception as exc:  # nothing more to tell its client; the rest go on
+        log.error("a choice failed to close: %r", exc)

@@ -1,0 +1,109 @@
+"""The contracts between the scheduler and the rest of the engine: the model calls it makes
+(`Backend`), one request (`Ticket`), and one choice of it (`Job`, driven through `Choice`).
+
+Pure: no `llama_cpp` here, so the scheduler is tested over a recording backend and scripted
+choices (tests/test_engines/test_batching.py, test_scheduler_states.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+from ...core.events import EngineEvent, GenerationEvent
+
+if TYPE_CHECKING:
+    from .batching import Slot
+
+__all__ = ["END", "Backend", "BatchToken", "Choice", "Job", "Ticket", "Turn"]
+
+END = object()  # sent to a ticket when all of its choices have finished
+
+
+class BatchToken(NamedTuple):
+    token: int
+    position: int
+    sequence: int
+    logits: bool
+
+
+class Backend(Protocol):
+    def decode(self, batch: Sequence[BatchToken]) -> None:
+        """One batched decode; raises when the model refuses it."""
+        ...
+
+    def forget(self, sequence: int, start: int) -> None:
+        """Drop `sequence`'s cached tokens from position `start` on."""
+        ...
+
+    def copy(self, source: int, target: int) -> None:
+        """Make `target` hold everything `source` holds (`target` is emptied first). The data
+        may move only at the next decode: `source` must not be written before then."""
+        ...
+
+    def save(self, sequence: int, limit: int) -> tuple[Any, int] | None:
+        """`sequence`'s cache as a state to `restore` later, and its size in bytes; None if
+        that would be over `limit` bytes (and then nothing is copied)."""
+        ...
+
+    def restore(self, sequence: int, state: Any) -> bool:
+        """Make `sequence` hold the saved `state` at once; False (and `sequence` empty) if it
+        does not fit."""
+        ...
+
+
+class Turn(NamedTuple):
+    """What one step of a choice gave: its events, and the token to decode next (None: done)."""
+
+    events: Sequence[GenerationEvent]
+    token: int | None
+
+
+class Choice(Protocol):
+    """One output being generated, as the scheduler drives it. Any of these may raise: the
+    scheduler then ends this choice's request with an error and keeps the others going."""
+
+    def begin(self, cached: int) -> Sequence[EngineEvent]:
+        """The prompt is read (`cached` of its tokens came from a cache): what goes out before
+        the first token (the prompt's size, an echo)."""
+        ...
+
+    def step(self, row: int) -> Turn:
+        """Pick the next token from the logits at batch row `row`."""
+        ...
+
+    def close(self) -> None:
+        """The choice leaves early (its client left, or a fault): let go of what it holds."""
+        ...
+
+
+class Ticket:
+    """One request: where its events go (`send` is False once nobody listens), and whether its
+    client is still there (set from the event loop, read here every step)."""
+
+    def __init__(self, send: Callable[[object], bool], choices: int) -> None:
+        self.send = send
+        self.cancelled = False
+        self.open = choices
+        self.admitted = False
+
+
+@dataclass(eq=False)
+class Job:
+    """One choice in the scheduler: after each decode that gave it logits (at batch row
+    `logits`), its `choice` takes a step, which sets `token` to what to decode next. `group`
+    marks choices of one prompt, which share its reading."""
+
+    ticket: Ticket
+    prompt: list[int]
+    choice: Choice
+    group: object = None
+    logits: int = -1
+    token: int | None = None
+    begun: bool = False  # whether `choice.begin` ran
+    cached: int = 0  # prompt tokens found in the slot's cache
+    slot: Slot | None = None
+    pending: list[int] = field(default_factory=list)  # prompt tokens still to decode
+    leader: Job | None = None  # a choice of the same prompt whose reading this one will copy
+    followers: list[Job] = field(default_factory=list)

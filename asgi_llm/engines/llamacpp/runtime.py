@@ -1,0 +1,230 @@
+"""One loaded GGUF model on the inference thread: its weights, batched context, scheduler,
+prompts and embedder, and the jobs a request becomes. Everything here runs on that thread.
+
+It is what the thread steps (a `Stepper`). A scheduler whose invariants failed after a fault
+is not trusted again: the model restarts in place (unloaded and loaded anew), its requests in
+flight ending with a 503, so the next request finds a consistent model.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from ...config import ModelConfig
+from ...core.errors import ModelNotReady, Unsupported
+from ...core.events import EmbeddingResult, TokenLogprob
+from ...core.requests import ChatRequest, EmbeddingRequest, GenerationRequest
+from ..decoding.constraints import Constraint, LazyCalls, constraint_for
+from ..decoding.tool_detect import MARKERS
+from ..memory_estimate import MemoryEstimate, prompt_cache_bytes
+from .batching import Scheduler
+from .buffers import measured_memory
+from .choice import Output, Tally, TokenChoice
+from .embedding import Embedder
+from .jobs import BatchToken, Job, Ticket
+from .native import Decoder, Model, llama_log_lines, new_context, new_single_context
+from .prompt_cache import PromptCache
+from .prompts import THINK, Prompts
+from .sampling import Sampling, checked_grammar, logprob, readable
+from .threads import GovernedThreads
+
+__all__ = ["Runtime"]
+
+log = logging.getLogger("asgi_llm.engine")
+
+
+class Runtime:
+    """Loads at construction; `close` lets everything go."""
+
+    def __init__(self, config: ModelConfig, progress: Callable[[float], None], tally: Tally) -> None:
+        self.config = config
+        self._progress = progress
+        self.tally = tally
+        self.restarts = 0
+        self.faults = 0  # of schedulers before the last restart
+        self.failed: str | None = None  # why it could not load again after a restart
+        self._load()
+
+    def _load(self) -> None:
+        cfg = self.config
+        with llama_log_lines() as lines:
+            self.model = model = Model(cfg, self._progress)
+            context = new_context(model, cfg, sequences=cfg.parallel)
+        measured = measured_memory(lines)
+        self.memory = replace(measured, prompt_cache=prompt_cache_bytes(cfg)) if measured is not None else None
+        governed = None
+        if cfg.adapt_threads and cfg.threads > 1:
+            governed = GovernedThreads(context.ctx, cfg.threads, cfg.n_threads_batch or cfg.threads)
+        self.decoder = Decoder(context, governed)
+        self.cache = PromptCache(prompt_cache_bytes(cfg)) if cfg.prompt_cache_mib else None
+        self.scheduler = Scheduler(
+            self.decoder, slots=cfg.parallel, batch=self.decoder.capacity, chunk=cfg.prefill_chunk, cache=self.cache
+        )
+        self.prompts = Prompts(model, cfg, self.decoder.per_sequence)
+        self._markers = self._control_markers(tuple(MARKERS))
+        self._think_tokens = self._control_markers(THINK) if self.prompts.facts.thinks else {}
+        self.embedder: Embedder | None = None
+        self.decoder.warm_up(model.bos)  # the first request pays no allocation
+
+    def close(self, error: BaseException | None = None) -> None:
+        self.scheduler.abandon(error or ModelNotReady("The model was unloaded."))
+        self.decoder.close()
+        if self.embedder is not None:
+            self.embedder.close()
+        self.model.close()
+
+    def restart(self, why: str) -> None:
+        """Unload and load again; requests in flight get a 503 naming `why`."""
+        log.error("model %s restarts: %s", self.config.id, why)
+        faults = self.faults + self.scheduler.faults
+        self.close(ModelNotReady(f"The model '{self.config.id}' restarted ({why}); retry shortly."))
+        self.faults, self.restarts = faults, self.restarts + 1
+        try:
+            self._load()
+        except Exception as exc:
+            log.exception("model %s failed to load again", self.config.id)
+            self.failed = f"it failed to load again after a restart: {type(exc).__name__}"
+            raise
+
+    @property
+    def context_length(self) -> int:
+        return self.decoder.per_sequence
+
+    # -- the Stepper the inference thread drives ---------------------------------------
+
+    @property
+    def active(self) -> bool:
+        return self.failed is None and self.scheduler.active
+
+    def step(self) -> bool:
+        progressed = self.scheduler.step()
+        if self.scheduler.broken:
+            self.restart("its scheduler's bookkeeping failed after a fault")
+            return True
+        return progressed
+
+    def abandon(self, error: BaseException) -> None:
+        self.scheduler.abandon(error)
+
+    # -- requests --------------------------------------------------------------------
+
+    def submit(self, request: GenerationRequest, ticket: Ticket) -> bool:
+        """Check the request and queue one job per choice; request errors raise here, before any
+        event. True when it waits for a free sequence."""
+        self.usable()
+        constraint = constraint_for(request)
+        prompts = self.prompts.of(request)  # first: a prompt that cannot fit costs no grammar
+        for tokens, _ in prompts:
+            self.prompts.check_fits(tokens, request)
+        jobs = []
+        make = self._choices(request, constraint)
+        for p, (tokens, echo) in enumerate(prompts):
+            group = object()
+            for j in range(request.n):
+                choice = make(tokens, p * request.n + j, echo, j == 0)
+                jobs.append(Job(ticket, tokens, choice, group=group))
+        ticket.open = len(jobs)
+        return self.scheduler.submit(jobs)
+
+    def _choices(self, request: GenerationRequest, constraint: Constraint) -> Callable[..., TokenChoice]:
+        """Makes each choice of `request`, sharing what its choices have in common."""
+        model, params = self.model, constraint.sampling
+        grammar = checked_grammar(model, constraint.schema, constraint.param) if constraint.schema is not None else None
+        shape = readable(grammar) if grammar is not None else None
+        lazy = self._lazy(constraint.lazy) if constraint.lazy is not None else None
+        chat = request if isinstance(request, ChatRequest) else None
+        shown = chat is None or self.prompts.thinking(chat) is not False
+        budget = chat.reasoning.budget if chat is not None and chat.reasoning is not None else None
+
+        def choice(tokens: list[int], index: int, echo: str | None, first: bool) -> TokenChoice:
+            read = self._prompt_logprobs(tokens, params.top_logprobs) if echo and params.logprobs else ()
+            sampling = Sampling(
+                model, self.decoder.logits, params, index, grammar=grammar, shape=shape, distinct=constraint.distinct,
+                lazy=lazy, control_pieces=self._think_tokens, call_markers=self._markers,
+            )
+            self.prompts.check_room(sampling, request.sampling)
+            output = Output(
+                index, params, self.prompts.limit(tokens, params), count_prompt=first, echo=echo, echo_logprobs=read,
+                splitter=self.prompts.splitter(tokens) if constraint.schema is None else None,  # a grammar holds it all
+                shown=shown, budget=budget, closing=lambda: model.tokenize(f"{THINK[1]}\n\n", add_bos=False),
+            )
+            return TokenChoice(model, self.decoder, tokens, sampling, output, wrap=constraint.wrap, tally=self.tally)
+
+        return choice
+
+    def usable(self) -> None:
+        if self.failed is not None:
+            raise ModelNotReady(f"The model '{self.config.id}' cannot serve: {self.failed}.")
+
+    def count(self, request: GenerationRequest) -> int:
+        self.usable()
+        return sum(len(tokens) for tokens, _ in self.prompts.of(request))
+
+    def embed(self, request: EmbeddingRequest) -> EmbeddingResult:
+        self.usable()
+        if self.embedder is None:
+            with llama_log_lines() as lines:
+                self.embedder = Embedder(self.model, self.config, self.context_length)
+            self.memory = _plus(self.memory, measured_memory(lines))
+        return self.embedder.embed(request, self.prompts.checked_ids)
+
+    def _prompt_logprobs(self, tokens: list[int], top_n: int) -> tuple[TokenLogprob, ...]:
+        """Each prompt token's logprob given the tokens before it (the first has none; a BOS the
+        tokenizer added is not shown), read in a context of its own, a chunk at a time: what an
+        echoed completion reports, as scoring tools need."""
+        model = self.model
+        added_bos = model.adds_bos and tokens[0] == model.bos
+        first = model.piece(tokens[0])
+        read = [] if added_bos else [TokenLogprob(first.decode("utf-8", "replace"), None, first)]
+        decoder = Decoder(new_single_context(model, self.config, size=len(tokens), batch=min(len(tokens), 256)))
+        try:
+            for start in range(0, len(tokens) - 1, decoder.capacity):
+                part = tokens[start : start + decoder.capacity]
+                decoder.decode([BatchToken(token, start + i, 0, True) for i, token in enumerate(part)])
+                for row, following in enumerate(tokens[start + 1 : start + 1 + len(part)]):
+                    read.append(logprob(model, decoder.logits(row), following, model.piece(following), top_n))
+        finally:
+            decoder.close()
+        return tuple(read)
+
+    def _lazy(self, calls: LazyCalls) -> tuple[LazyCalls, str | None]:
+        """`auto` calls, with the grammar of one call if decoding can hold calls to it."""
+        if calls.schema is None:
+            return calls, None
+        try:
+            return calls, checked_grammar(self.model, calls.schema, "tools")
+        except Unsupported:
+            return calls, None
+
+    def _control_markers(self, markers: tuple[str, ...]) -> dict[int, bytes]:
+        """Those of `markers` this vocabulary has as single control tokens (Llama 3's
+        `<|python_tag|>`, Mistral's `[TOOL_CALLS]`, a reasoning model's `<think>`): their pieces
+        are empty in plain text, so outputs watch for their ids."""
+        found = {}
+        for marker in markers:
+            ids = self.model.tokenize(marker, add_bos=False)
+            if len(ids) == 1 and not self.model.piece(ids[0]):
+                found[ids[0]] = marker.encode("utf-8")
+        return found
+
+    def describe(self) -> dict[str, Any]:
+        described: dict[str, Any] = {"n_ctx": self.context_length, "n_params": self.model.n_params()}
+        if self.cache is not None:
+            described["prompt_cache"] = {"prompts": len(self.cache), "bytes": self.cache.size, "budget": self.cache.budget}
+        return described
+
+
+def _plus(a: MemoryEstimate | None, b: MemoryEstimate | None) -> MemoryEstimate | None:
+    if a is None or b is None:
+        return a or b
+    devices = max(len(a.gpu), len(b.gpu))
+    return MemoryEstimate(
+        weights=a.weights + b.weights,
+        kv_cache=a.kv_cache + b.kv_cache,
+        compute=a.compute + b.compute,
+        gpu=tuple(a.on_gpu(i) + b.on_gpu(i) for i in range(devices)),
+        prompt_cache=a.prompt_cache + b.prompt_cache,
+    )
