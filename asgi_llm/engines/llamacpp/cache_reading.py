@@ -99,12 +99,12 @@ class CacheReader:
     def _source(self, job: Job, slot: Slot) -> tuple[Slot | None, SavedPrompt | None, int]:
         """The other slot or the saved prompt that holds the longest prefix of the job's prompt,
         and that length. A saved state is written into the slot at once, so not into a slot
-        whose cache a pending copy is still to read."""
+        whose cache a pending copy is still to read, or is still to overwrite."""
         donor = max(
             (s for s in self._slots if s is not slot), key=lambda s: common_prefix(s.tokens, job.prompt), default=None
         )
         held = common_prefix(donor.tokens, job.prompt) if donor is not None else 0
-        if self._cache is None or slot.sequence in self._sources:
+        if self._cache is None or slot.sequence in self._sources or slot.sequence in self._copies:
             return donor, None, held
         saved, length = self._cache.best(job.prompt)
         if saved is not None and length > held:
@@ -113,9 +113,12 @@ class CacheReader:
 
     def _set_aside(self, slot: Slot, *, kept: int, keep: SavedPrompt | None = None) -> None:
         """Save the slot's cache before all but `kept` tokens of it are dropped, when that
-        loses `COPY_GAIN` tokens or more that no other slot or saved prompt holds."""
+        loses `COPY_GAIN` tokens or more that no other slot or saved prompt holds. A slot a
+        copy is still to fill has nothing to save yet (its data moves at the next decode)."""
         cache = self._cache
-        if cache is None or len(slot.tokens) - kept < COPY_GAIN or cache.holds(slot.tokens):
+        if cache is None or len(slot.tokens) - kept < COPY_GAIN or slot.sequence in self._copies:
+            return
+        if cache.holds(slot.tokens):
             return
         if any(s is not slot and common_prefix(s.tokens, slot.tokens) == len(slot.tokens) for s in self._slots):
             return
