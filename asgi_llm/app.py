@@ -386,6 +386,7 @@ def default_middleware(pool: ModelPool, *, verify: Verifier | None = None) -> tu
     metrics = Metrics(
         models=lambda: [(m.id, pool.loaded(m.id) is not None) for m in pool.settings.models],
         queued=lambda: [(m.id, pool.queued(m.id)) for m in pool.settings.models],
+        engines=pool.engine_health,
     )
     sinks: list[Sink] = [metrics.observe]
     if ledger is not None:

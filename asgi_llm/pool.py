@@ -8,12 +8,13 @@ import functools
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, NamedTuple
 
 from .config import ModelConfig, Settings
 from .core import (
     Engine,
+    EngineHealth,
     InsufficientMemory,
     LLMError,
     ModelCard,
@@ -83,6 +84,20 @@ class _Slot:
         return self.admitted and self.state in ("loading", "ready")
 
 
+def _state(slot: _Slot) -> ModelState:
+    """The slot's state as reported: a loaded model whose engine says it cannot serve now is `stalled`."""
+    if slot.state == "ready" and slot.engine is not None and slot.engine.health().stalled is not None:
+        return "stalled"
+    return slot.state
+
+
+def _error(slot: _Slot) -> str | None:
+    """Why the model cannot serve: its load's failure, or what its engine says."""
+    if slot.state == "ready" and slot.engine is not None:
+        return slot.engine.health().stalled
+    return slot.error
+
+
 def _on_gpu(device: int, slot: _Slot) -> int:
     return slot.cost.on_gpu(device)
 
@@ -147,8 +162,9 @@ class ModelPool:
         self._users -= 1
         if self._users > 0:
             return
+        self._room.set()  # a load waiting for room hears the stop now: it ends without loading
         for slot in (*self._slots, *self._removed):
-            if slot.loading is not None:
+            if slot.loading is not None:  # ends within load_wait_seconds, or the engine's own load time
                 await asyncio.gather(slot.loading, return_exceptions=True)
             await self._unload(slot)
             slot.loading = None
@@ -179,11 +195,33 @@ class ModelPool:
         slot = self._slot(name)
         if sum(s.active for s in self._slots) >= self.settings.max_pending:
             raise Overloaded("The server is busy; retry shortly.", retry_after=self.settings.retry_after_seconds)
+        with self._held(slot, keep_alive):
+            yield await self._ready(slot), slot.config.id
+
+    async def load(self, name: str) -> None:
+        """Load `name` now (unloading others as the residency limits ask) and wait until it is ready.
+
+        It holds the model while it waits, as a request does, and leaves it with its configured
+        `keep_alive` (as Ollama's load call without one does), not the 0 an earlier unload left.
+        An unload still waiting for requests in flight happens all the same when they finish.
+        """
+        slot = self._slot(name)
+        if slot.state == "failed":  # an operator's explicit load retries a failed one
+            slot.state, slot.error = "unloaded", None
+        if slot.state == "loading":
+            slot.waited = True
+        with self._held(slot, None):
+            await self._ready(slot)
+
+    @contextlib.contextmanager
+    def _held(self, slot: _Slot, keep_alive: float | None) -> Iterator[None]:
+        """Hold `slot` for one caller: no idle unload (nor one to make room) while it does; on
+        release, its idle time is `keep_alive`'s (see `_idle_policy`)."""
         slot.active += 1  # from now: a load it waits for must not arm the idle unload under it
         slot.last_used = time.monotonic()
         self._disarm(slot)
         try:
-            yield await self._ready(slot), slot.config.id
+            yield
         finally:
             slot.active -= 1
             slot.last_used = time.monotonic()
@@ -191,16 +229,6 @@ class ModelPool:
             if slot.active == 0:
                 self._room.set()
                 self._arm(slot)
-
-    async def load(self, name: str) -> None:
-        """Load `name` now (unloading others as the residency limits ask) and wait until it is ready."""
-        slot = self._slot(name)
-        if slot.state == "failed":  # an operator's explicit load retries a failed one
-            slot.state, slot.error = "unloaded", None
-        slot.last_used = time.monotonic()
-        if slot.state == "loading":
-            slot.waited = True
-        await self._ready(slot)
 
     @staticmethod
     def _progress(slot: _Slot) -> float | None:
@@ -229,9 +257,9 @@ class ModelPool:
             {
                 "id": s.config.id,
                 "aliases": list(s.config.aliases),
-                "state": s.state,
+                "state": _state(s),
                 **({"progress": self._progress(s)} if s.state == "loading" else {}),
-                **({"error": s.error} if s.error else {}),
+                **({"error": error} if (error := _error(s)) else {}),
                 "backend": "upstream" if s.config.is_upstream else "local",
                 "pinned": s.pinned,
                 "estimated_memory": None if s.config.is_upstream else s.cost.as_dict(),
@@ -244,10 +272,11 @@ class ModelPool:
         ]
 
     async def unload(self, name: str) -> None:
-        """Unload now, unless requests are using it (then it unloads when they finish)."""
+        """Unload now, unless requests are using it or it is loading (then it unloads when they
+        finish, or once it has loaded)."""
         slot = self._slot(name)
         slot.keep_alive, slot.unload_pending = 0, True
-        if slot.active == 0:
+        if slot.active == 0 and slot.state != "loading":
             await self._unload(slot)
 
     async def reload(self, settings: Settings | None = None) -> None:
@@ -298,6 +327,7 @@ class ModelPool:
             for slot in slots:
                 idle_startup = slot.config.load == "startup" and slot.state == "unloaded" and slot.engine is None
                 if idle_startup and self._shortfall(slot, [s for s in self._slots if s.resident]) is None:
+                    slot.keep_alive = slot.config.keep_alive  # not an earlier unload's 0: it would unload at once
                     self._begin_load(slot, waited=False)
 
     async def _retire(self, slot: _Slot) -> None:
@@ -346,20 +376,27 @@ class ModelPool:
         return slot
 
     async def _ready(self, slot: _Slot) -> Engine:
-        if slot.state == "ready" and slot.engine is not None:
-            return slot.engine
-        if slot.state == "failed":
-            raise ModelNotReady(f"The model '{slot.config.id}' failed to load.", retry_after=self.settings.retry_after_seconds * 30)
-        if slot.state == "unloaded":
-            if not self.started:
-                raise ModelNotReady("The model server is not running.")
-            self._begin_load(slot, waited=True)
-        if slot.waited and slot.loading is not None:
+        """The engine of a slot its caller holds, loading it if unloaded. Nothing but a stop
+        unloads a held model; should one unload between its load and this use all the same, it
+        loads once more, not again: then ModelNotReady, never a loop."""
+        name, retry = slot.config.id, self.settings.retry_after_seconds
+        for loads in range(3):
+            if slot.state == "ready" and slot.engine is not None:
+                return slot.engine
+            if slot.state == "failed":
+                raise ModelNotReady(f"The model '{name}' failed to load.", retry_after=retry * 30)
+            if slot.state == "unloaded":
+                if not self.started:
+                    raise ModelNotReady("The model server is not running.")
+                if loads == 2:
+                    break
+                self._begin_load(slot, waited=True)
+            if not slot.waited or slot.loading is None:
+                raise ModelNotReady(f"The model '{name}' is still loading.", retry_after=retry)
             refusal = await asyncio.shield(slot.loading)
             if refusal is not None:
                 raise refusal
-            return await self._ready(slot)
-        raise ModelNotReady(f"The model '{slot.config.id}' is still loading.", retry_after=self.settings.retry_after_seconds)
+        raise ModelNotReady(f"The model '{name}' was unloaded as it loaded.", retry_after=retry)
 
     def _arm(self, slot: _Slot) -> None:
         """Schedule the idle unload its keep-alive asks for (a pinned model's only by an explicit unload)."""
@@ -376,7 +413,7 @@ class ModelPool:
         slot.expiry = slot.expires_at = None
 
     async def _expire(self, slot: _Slot) -> None:
-        if slot.active == 0:
+        if slot.active == 0 and slot.state == "ready":
             await self._unload(slot)
 
     async def _unload(self, slot: _Slot) -> None:
@@ -396,6 +433,10 @@ class ModelPool:
         slot = self._by_name.get(name)
         return slot.engine if slot is not None and slot.state == "ready" else None
 
+    def engine_health(self) -> list[tuple[str, EngineHealth]]:
+        """Each loaded model's engine health (faults survived, stalls, restarts), for metrics."""
+        return [(s.config.id, s.engine.health()) for s in self._slots if s.engine is not None]
+
     def queued(self, name: str) -> int:
         """Requests waiting for `name` behind the one being generated (0 when not loaded)."""
         engine = self.loaded(name)
@@ -408,7 +449,7 @@ class ModelPool:
                 created=self._created,
                 owned_by="asgi-llm",
                 aliases=s.config.aliases,
-                state=s.state,
+                state=_state(s),
                 context_length=s.engine.context_length if s.engine is not None else s.config.n_ctx,
                 embeddings=s.config.embeddings,
                 expires_at=s.expires_at,
@@ -436,12 +477,14 @@ class ModelPool:
             return 0
 
     def health(self) -> tuple[int, dict[str, Any]]:
-        """200 when every startup model is ready; 503 while one loads or after one failed."""
+        """200 when every startup model is ready; 503 while one loads, after one failed, or while a
+        loaded one is stalled (its work made no progress: a fresh request could not be served)."""
         limited = self._limited
         models = [self._slot_health(s, limited) for s in self._slots]
         pending = [s for s in self._slots if s.config.load == "startup" and s.state == "loading" and not s.waited]
         failed = any(s.state == "failed" for s in self._slots)
-        status = "error" if failed else "loading" if pending or not self.started else "ok"
+        stalled = any(_state(s) == "stalled" for s in self._slots)
+        status = "error" if failed else "stalled" if stalled else "loading" if pending or not self.started else "ok"
         body: dict[str, Any] = {"status": status, "models": models}
         if limited:
             body["residency"] = self._residency()
@@ -467,14 +510,14 @@ class ModelPool:
 
     @staticmethod
     def _slot_health(slot: _Slot, limited: bool) -> dict[str, Any]:
-        health: dict[str, Any] = {"id": slot.config.id, "state": slot.state}
+        health: dict[str, Any] = {"id": slot.config.id, "state": _state(slot)}
         if slot.state == "loading":
             health["progress"] = ModelPool._progress(slot)
         if limited and not slot.config.is_upstream:
             health["estimated_memory"] = slot.cost.as_dict()
             health["pinned"] = slot.pinned
-        if slot.error:
-            health["error"] = slot.error
+        if error := _error(slot):
+            health["error"] = error
         backend = slot.engine.describe() if slot.engine is not None else {}
         if backend:
             health["backend"] = dict(backend)
@@ -492,7 +535,7 @@ class ModelPool:
             try:
                 await self._make_room(slot)
             except LLMError as refusal:
-                slot.state = "unloaded"
+                slot.state, slot.unload_pending = "unloaded", False
                 log.warning("model %s not loaded: %s", slot.config.id, refusal.message)
                 return refusal
         try:
@@ -500,7 +543,7 @@ class ModelPool:
             await engine.load()
         except Exception as exc:
             slot.loading_engine = None
-            slot.state, slot.error, slot.admitted = "failed", type(exc).__name__, False
+            slot.state, slot.error, slot.admitted, slot.unload_pending = "failed", type(exc).__name__, False, False
             self._room.set()
             log.error("loading model %s failed: %s", slot.config.id, exc)
             return None
@@ -537,6 +580,8 @@ class ModelPool:
         async with self._admission:
             deadline = time.monotonic() + self.settings.load_wait_seconds
             while True:
+                if not self.started:
+                    raise ModelNotReady("The model server is stopping.")
                 self._room.clear()
                 resident = [s for s in self._slots if s.resident and s is not slot]
                 short = self._shortfall(slot, resident)

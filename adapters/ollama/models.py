@@ -94,7 +94,7 @@ def tags(catalog: Sequence[ModelCard]) -> Reply:
 
 
 def ps(catalog: Sequence[ModelCard]) -> Reply:
-    loaded = [c for c in catalog if c.state == "ready"]
+    loaded = [c for c in catalog if c.state in ("ready", "stalled")]  # a stalled model still holds its memory
     return 200, {
         "models": [
             {

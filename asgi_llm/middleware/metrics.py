@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 
-from asgi_llm.core import Forbidden
+from asgi_llm.core import EngineHealth, Forbidden
 from asgi_llm.http.asgi import ASGIApp, Receive, Scope, Send
 from asgi_llm.http.context import KEY_INFO, REQUEST, Classify, request_info, request_state, send_error
 
@@ -35,11 +35,13 @@ class Metrics:
         *,
         models: Callable[[], Iterable[tuple[str, bool]]] | None = None,
         queued: Callable[[], Iterable[tuple[str, int]]] | None = None,
+        engines: Callable[[], Iterable[tuple[str, EngineHealth]]] | None = None,
         ttft_buckets: Sequence[float] = TTFT_BUCKETS,
         duration_buckets: Sequence[float] = DURATION_BUCKETS,
     ) -> None:
         self._models = models
         self._queued = queued
+        self._engines = engines
         self.requests = Counter(
             "asgi_llm_requests_total", "Requests answered.", ("protocol", "endpoint", "model", "key", "status")
         )
@@ -69,6 +71,16 @@ class Metrics:
         self.in_flight = Gauge("asgi_llm_requests_in_flight", "Requests being served now.", ("protocol",))
         self.loaded = Gauge("asgi_llm_model_loaded", "1 if the model is loaded, 0 if not.", ("model",))
         self.waiting = Gauge("asgi_llm_requests_queued", "Requests waiting for their model to be free.", ("model",))
+        self.faults = Counter(
+            "asgi_llm_engine_faults_total", "Requests a fault on the model's side ended, the others going on.", ("model",)
+        )
+        self.stalls = Counter(
+            "asgi_llm_engine_stalls_total", "Times a model's work made no progress for its stall_seconds.", ("model",)
+        )
+        self.restarts = Counter(
+            "asgi_llm_engine_restarts_total", "Times a model restarted in place after a stall or a fault.", ("model",)
+        )
+        self.stalled = Gauge("asgi_llm_engine_stalled", "1 while a loaded model cannot serve a fresh request.", ("model",))
 
     def observe(self, record: UsageRecord) -> None:
         """A usage sink."""
@@ -97,6 +109,13 @@ class Metrics:
             self.waiting.clear()
             for model, count in self._queued():
                 self.waiting.set((model,), float(count))
+        if self._engines is not None:
+            self.stalled.clear()
+            for model, health in self._engines():
+                self.faults.total((model,), health.faults)
+                self.stalls.total((model,), health.stalls)
+                self.restarts.total((model,), health.restarts)
+                self.stalled.set((model,), 1.0 if health.stalled else 0.0)
         families = (
             self.requests,
             self.errors,
@@ -109,6 +128,10 @@ class Metrics:
             self.in_flight,
             self.waiting,
             self.loaded,
+            self.faults,
+            self.stalls,
+            self.restarts,
+            self.stalled,
         )
         return "".join(line + "\n" for family in families for line in family.render())
 

@@ -57,6 +57,10 @@ class Counter(_Family):
     def inc(self, labels: LabelValues, amount: float = 1.0) -> None:
         self._values[labels] = self._values.get(labels, 0.0) + amount
 
+    def total(self, labels: LabelValues, value: float) -> None:
+        """A count kept elsewhere (it starts again from 0 when its owner does, as counters may)."""
+        self._values[labels] = value
+
 
 class Gauge(_Family):
     kind = "gauge"

@@ -3,6 +3,8 @@ protocol's envelope; bodies are llama-server's `{"model": ...}`."""
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import pytest
 from pydantic import SecretStr
@@ -80,7 +82,9 @@ async def test_an_operator_pins_and_unpins_at_run_time() -> None:
     async with llm.lifespan(), client(llm, "sk-ops") as http:
         await http.post("/models/unload", json={"model": "b"})
         assert (await http.post("/models/pin", json={"model": "b", "pinned": False})).status_code == 200
-        await http.post("/models/load", json={"model": "b"})
+        assert (await http.post("/models/load", json={"model": "b"})).status_code == 200
+        await asyncio.sleep(0.01)  # the unload's keep_alive 0 no longer applies: b stays loaded
+        assert states(await http.get("/admin/models")) == {"a": "unloaded", "b": "ready"}
         assert (await http.post("/models/pin", json={"model": "a"})).status_code == 200  # pinned: true by default
         await http.post("/models/load", json={"model": "a"})  # b is no longer pinned: it makes room
         listing = {m["id"]: m for m in (await http.get("/admin/models")).json()["data"]}
@@ -88,3 +92,30 @@ async def test_an_operator_pins_and_unpins_at_run_time() -> None:
         assert listing["b"]["state"] == "unloaded" and not listing["b"]["pinned"]
         bad = await http.post("/models/pin", json={"model": "a", "pinned": "yes"})
         assert bad.status_code == 400 and "pinned" in bad.json()["error"]["message"]
+
+
+async def test_a_stalled_model_turns_health_503_naming_it_and_its_reason() -> None:
+    from asgi_llm.core import EngineHealth
+
+    engines: list[FakeEngine] = []
+
+    def make(config: ModelConfig, thread: object) -> FakeEngine:
+        engines.append(FakeEngine(config))
+        return engines[-1]
+
+    models = (ModelConfig(id="a", path="a.gguf", load="lazy"),)
+    llm = LLMApp(pool=ModelPool(Settings(models=models, api_keys=KEYS), engine_factory=make))  # type: ignore[arg-type]
+    async with llm.lifespan(), client(llm, "sk-ops") as http:
+        assert (await http.post("/models/load", json={"model": "a"})).status_code == 200
+        assert (await http.get("/health")).status_code == 200
+        engines[0].state = EngineHealth(stalled="its requests made no progress for 31s", stalls=1)
+        health = await http.get("/health")
+        assert health.status_code == 503 and health.json()["status"] == "stalled"
+        (model,) = health.json()["models"]
+        assert model == {**model, "id": "a", "state": "stalled", "error": "its requests made no progress for 31s"}
+        assert states(await http.get("/admin/models")) == {"a": "stalled"}
+        metrics = (await http.get("/metrics")).text
+        assert 'asgi_llm_engine_stalled{model="a"} 1' in metrics and 'asgi_llm_engine_stalls_total{model="a"} 1' in metrics
+        engines[0].state = EngineHealth(stalls=1, restarts=1)  # restarted: it serves again
+        assert (await http.get("/health")).status_code == 200
+        assert states(await http.get("/admin/models")) == {"a": "ready"}

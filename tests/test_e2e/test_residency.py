@@ -19,6 +19,7 @@ from asgi_llm.adapters.ollama import OLLAMA
 from asgi_llm.adapters.openai import OPENAI
 from asgi_llm.config import default_model_path
 from asgi_llm.engines.gguf_metadata import read_facts
+from asgi_llm.engines.llamacpp import LlamaCppEngine
 from asgi_llm.engines.memory_estimate import estimate_memory
 
 from .conftest import run_uvicorn
@@ -102,7 +103,8 @@ async def test_the_real_engine_reports_its_load_progress() -> None:
     await pool.start()
     try:
         await pool.load("solo")
-        assert pool.loaded("solo").progress  # type: ignore[union-attr] == 1.0  # llama.cpp's callback reached the end
+        engine = pool.loaded("solo")
+        assert isinstance(engine, LlamaCppEngine) and engine.progress == 1.0  # llama.cpp's callback reached the end
     finally:
         await pool.stop()
 

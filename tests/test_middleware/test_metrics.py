@@ -132,7 +132,12 @@ async def test_metrics_count_requests_tokens_errors_and_timings_by_model_protoco
         "asgi_llm_requests_in_flight": "gauge",
         "asgi_llm_requests_queued": "gauge",
         "asgi_llm_model_loaded": "gauge",
+        "asgi_llm_engine_faults_total": "counter",
+        "asgi_llm_engine_stalls_total": "counter",
+        "asgi_llm_engine_restarts_total": "counter",
+        "asgi_llm_engine_stalled": "gauge",
     }
+    assert ({"model": "fake"}, 0.0) in samples["asgi_llm_engine_faults_total"]
     requests = {tuple(sorted(ls.items())): v for ls, v in samples["asgi_llm_requests_total"]}
     assert requests == {
         (
@@ -223,3 +228,18 @@ def test_queued_requests_per_model_are_a_gauge() -> None:
     assert 'asgi_llm_requests_queued{model="a"} 2' in text and 'asgi_llm_requests_queued{model="b"} 0' in text
     waiting["a"] = 0
     assert 'asgi_llm_requests_queued{model="a"} 0' in metrics.render()
+
+
+def test_engine_faults_stalls_and_restarts_are_counted_per_model() -> None:
+    from asgi_llm.core import EngineHealth
+    from asgi_llm.middleware.metrics import Metrics
+
+    health = {"a": EngineHealth(faults=3, stalls=1, restarts=1, stalled="no progress for 31s"), "b": EngineHealth()}
+    metrics = Metrics(engines=lambda: health.items())
+    text = metrics.render()
+    assert "# TYPE asgi_llm_engine_faults_total counter" in text
+    assert 'asgi_llm_engine_faults_total{model="a"} 3' in text and 'asgi_llm_engine_faults_total{model="b"} 0' in text
+    assert 'asgi_llm_engine_stalls_total{model="a"} 1' in text and 'asgi_llm_engine_restarts_total{model="a"} 1' in text
+    assert 'asgi_llm_engine_stalled{model="a"} 1' in text and 'asgi_llm_engine_stalled{model="b"} 0' in text
+    health["a"] = EngineHealth(faults=3, stalls=1, restarts=1)
+    assert 'asgi_llm_engine_stalled{model="a"} 0' in metrics.render()
