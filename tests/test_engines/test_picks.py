@@ -135,12 +135,25 @@ def test_greedy_takes_the_first_of_equal_highs() -> None:
 
 
 def test_only_top_k_chains_stay_with_llama_cpp() -> None:
-    assert fast_pick(params(temperature=0), 10, 1).__class__ is GreedyPick
-    assert fast_pick(params(temperature=0, top_k=5), 10, 1).__class__ is GreedyPick  # top_k cannot move the top
-    assert fast_pick(params(top_p=0.9, min_p=0.05), 10, 1).__class__ is SampledPick
-    assert fast_pick(params(repeat_penalty=1.1), 10, 1).__class__ is SampledPick
-    assert fast_pick(params(top_k=40), 10, 1) is None
-    assert fast_pick(params(top_k=40, presence_penalty=0.5), 10, 1) is None
+    assert fast_pick(params(temperature=0), 100, 1).__class__ is GreedyPick
+    assert fast_pick(params(temperature=0, top_k=5), 100, 1).__class__ is GreedyPick  # top_k cannot move the top
+    assert fast_pick(params(top_p=0.9, min_p=0.05), 100, 1).__class__ is SampledPick
+    assert fast_pick(params(repeat_penalty=1.1), 100, 1).__class__ is SampledPick
+    assert fast_pick(params(top_k=40), 100, 1) is None
+    assert fast_pick(params(top_k=40, presence_penalty=0.5), 100, 1) is None
+    assert fast_pick(params(top_k=100), 100, 1).__class__ is SampledPick, "a top_k of the whole vocabulary cuts nothing"
+    assert fast_pick(params(top_k=10**30), 100, 1).__class__ is SampledPick
+
+
+def test_a_temperature_that_float32_rounds_to_0_is_greedy() -> None:
+    """The fuzzed Anthropic body: 2.76e-272 is 0 in float32, and the draw divided by it."""
+    logits = np.random.default_rng(4).standard_normal(3000).astype(np.float32)
+    for temperature in (2.76e-272, 5e-324, 7e-46):
+        pick = fast_pick(params(temperature=temperature), len(logits), 1)
+        assert pick.__class__ is GreedyPick
+        assert pick is not None and pick.pick(pointer(logits)) == int(logits.argmax())
+    tiny = SampledPick(params(temperature=1.5e-45), len(logits), seed=1)  # the smallest float32 above 0
+    assert {tiny.pick(pointer(logits)) for _ in range(20)} == {int(logits.argmax())}
 
 
 def test_penalties_follow_llama_cpps_rules_over_the_last_64_tokens() -> None:

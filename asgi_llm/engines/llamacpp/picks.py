@@ -11,11 +11,16 @@ min_p times as likely as the most likely one), temperature, then one draw; repet
 frequency and presence penalties over the last `PENALTY_WINDOW` tokens taken come right after
 the bias, as llama.cpp's penalties sampler applies them. Chains with top_k stay with llama.cpp,
 which is fast there: it cuts the candidates first.
+
+Every pick is total over the parameters the protocols allow (see `bounded`): it never divides by
+zero, never computes a NaN and always returns a token. Where the client's bias and the penalties
+rule out every token, the model's own most likely token is taken.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping
@@ -25,9 +30,29 @@ import numpy as np
 
 from ...core.requests import SamplingParams
 
-__all__ = ["PENALTY_WINDOW", "GreedyPick", "Penalties", "SampledPick", "fast_pick", "nucleus", "penalized"]
+__all__ = [
+    "PENALTY_WINDOW",
+    "GreedyPick",
+    "Penalties",
+    "SampledPick",
+    "bounded",
+    "fast_pick",
+    "nucleus",
+    "penalized",
+    "top_k",
+]
 
 PENALTY_WINDOW = 64  # tokens the penalties look back over
+
+# Past these a parameter acts as at them. A logit of a model (under 100; these allow 1e4) and the
+# client's bias stay below 3.3e8 through the penalties, where llama.cpp's bucket sort for top_k and
+# top_p (which reads a logit times 6.4 as an int) still puts them in order, and finite through the
+# temperature, in float32 and in llama.cpp's chain (which divides the logits themselves by it).
+_COLDEST = 1e-20  # a temperature above 0 but below this samples as at it: the top token, or a draw among equals
+_FLOAT32_ZERO = 2.0**-150  # half float32's least above 0, and all below it, round to 0
+_HOTTEST = float(np.finfo(np.float32).max)  # the flattest draw: every token left in equally
+_REPEAT = (1e-3, 1e3)  # a thousandfold already rules a repeated token in (or out)
+_PENALTY = 1e6  # frequency and presence, either sign
 
 _BLOCK = 512  # a full-vocabulary draw finds its block of tokens first, then the token in it
 _NUCLEUS_FLOORS = (1e-2, 1e-4, 1e-7, 0.0)  # relative to the top token's weight
@@ -39,6 +64,7 @@ class Penalties:
     the frequency penalty per occurrence and the presence penalty once."""
 
     def __init__(self, params: SamplingParams) -> None:
+        params = bounded(params)
         self._repeat = np.float32(params.repeat_penalty)
         self._frequency = np.float32(params.frequency_penalty)
         self._presence = np.float32(params.presence_penalty)
@@ -108,11 +134,19 @@ class GreedyPick:
 
     def pick(self, logits: Any) -> int:
         with self._adjusted.values(logits) as values:
-            return int(values.argmax())
+            token = int(values.argmax())
+            if values[token] != -np.inf:
+                return token
+        return _unadjusted_best(logits, self._adjusted.n_vocab)
 
     def took(self, token: int) -> None:
         """`token` is the output's next, whoever chose it (the penalties count it)."""
         self._adjusted.took(token)
+
+
+def _unadjusted_best(logits: Any, n_vocab: int) -> int:
+    """The model's own most likely token: the pick when the bias and the penalties leave none."""
+    return int(np.ctypeslib.as_array(logits, shape=(n_vocab,)).argmax())
 
 
 def nucleus(values: np.ndarray, top: float, p: float) -> np.ndarray:
@@ -135,8 +169,9 @@ class SampledPick:
     """Temperature sampling, with top_p and min_p, from a seeded generator of its own."""
 
     def __init__(self, params: SamplingParams, n_vocab: int, seed: int, penalties: Penalties | None = None) -> None:
+        params = bounded(params)
         self._adjusted = _Adjusted(dict(params.logit_bias or {}), n_vocab, penalties)
-        self._temperature = np.float32(params.temperature)
+        self._temperature = np.float32(params.temperature)  # 0: the top token (`fast_pick` gives a GreedyPick then)
         self._top_p = params.top_p
         self._min_p = params.min_p
         self._random = np.random.Generator(np.random.PCG64(seed))
@@ -146,11 +181,16 @@ class SampledPick:
     def pick(self, logits: Any) -> int:
         with self._adjusted.values(logits) as values:
             top = float(values.max())
-            ids = self._kept(values, top)
-            if ids is not None:
-                return int(ids[self._draw(np.exp((values[ids] - np.float32(top)) / self._temperature))])
-            weights = self._weights
-            np.subtract(values, np.float32(top), out=weights)
+            if math.isfinite(top) and self._temperature:
+                ids = self._kept(values, top)
+                if ids is not None:
+                    return int(ids[self._draw(np.exp((values[ids] - np.float32(top)) / self._temperature))])
+                np.subtract(values, np.float32(top), out=self._weights)
+            elif top != -math.inf:  # greedy, or an infinite logit wins
+                return int(values.argmax())
+        if top == -math.inf:  # the bias and the penalties rule out every token
+            return _unadjusted_best(logits, self._adjusted.n_vocab)
+        weights = self._weights
         if self._temperature != 1:
             np.divide(weights, self._temperature, out=weights)
         np.exp(weights, out=weights)
@@ -161,9 +201,11 @@ class SampledPick:
         self._adjusted.took(token)
 
     def kept(self, logits: Any) -> np.ndarray | None:
-        """The ids top_p and min_p leave to draw from; None when they leave every token."""
+        """The ids top_p and min_p leave to draw from; None when they leave every token (or the
+        bias and the penalties none)."""
         with self._adjusted.values(logits) as values:
-            return self._kept(values, float(values.max()))
+            top = float(values.max())
+            return self._kept(values, top) if math.isfinite(top) else None
 
     def _kept(self, values: np.ndarray, top: float) -> np.ndarray | None:
         ids: np.ndarray | None = None
@@ -193,10 +235,11 @@ class SampledPick:
 
 def _landing(running: np.ndarray, target: float, weights: np.ndarray) -> int:
     """The first entry whose running total passes `target`; never one of weight 0 (rounding
-    can put the target at the very end)."""
+    can put the target at the very end) while any has more."""
     index = int(np.searchsorted(running, target, side="right"))
     if index >= len(running) or weights[index] <= 0:
-        index = int(np.flatnonzero(weights > 0)[-1])
+        heavy = np.flatnonzero(weights > 0)
+        index = int(heavy[-1]) if len(heavy) else int(weights.argmax())
     return index
 
 
@@ -205,11 +248,45 @@ def penalized(params: SamplingParams) -> bool:
     return params.repeat_penalty != 1.0 or bool(params.frequency_penalty) or bool(params.presence_penalty)
 
 
+def bounded(params: SamplingParams) -> SamplingParams:
+    """`params` as the samplers apply them. A temperature that float32 rounds to 0 (up to
+    7e-46), like 0 itself, picks the top token; one above it is held between 1e-20 and
+    float32's largest. The repeat penalty is held to [1e-3, 1e3] and the frequency and presence
+    penalties to ±1e6, where their arithmetic stays in range; top_p and min_p to [0, 1]. A NaN,
+    which only an unchecked field lets in, changes nothing."""
+    return dataclasses.replace(
+        params,
+        temperature=_temperature(params.temperature),
+        top_p=_within(params.top_p, 0.0, 1.0, 1.0),
+        min_p=_within(params.min_p, 0.0, 1.0, 0.0),
+        top_k=max(params.top_k, 0),
+        repeat_penalty=_within(params.repeat_penalty, *_REPEAT, 1.0),
+        frequency_penalty=_within(params.frequency_penalty, -_PENALTY, _PENALTY, 0.0),
+        presence_penalty=_within(params.presence_penalty, -_PENALTY, _PENALTY, 0.0),
+    )
+
+
+def _temperature(value: float) -> float:
+    if math.isnan(value) or value <= _FLOAT32_ZERO:
+        return 0.0
+    return min(max(value, _COLDEST), _HOTTEST)
+
+
+def _within(value: float, low: float, high: float, neutral: float) -> float:
+    return neutral if math.isnan(value) else min(max(value, low), high)
+
+
+def top_k(params: SamplingParams, n_vocab: int) -> int:
+    """The top_k that cuts anything: 0 (none) where it would keep the whole vocabulary."""
+    return params.top_k if 0 < params.top_k < n_vocab else 0
+
+
 def fast_pick(params: SamplingParams, n_vocab: int, seed: int) -> GreedyPick | SampledPick | None:
     """The numpy pick for these parameters; None where llama.cpp's chain must do it."""
+    params = bounded(params)
     penalties = Penalties(params) if penalized(params) else None
-    if params.temperature <= 0:
+    if params.temperature == 0:
         return GreedyPick(dict(params.logit_bias or {}), n_vocab, penalties)
-    if params.top_k > 0:
+    if top_k(params, n_vocab):
         return None
     return SampledPick(params, n_vocab, seed, penalties)

@@ -27,7 +27,7 @@ from ..decoding.grammar import Schema, harden
 from ..decoding.tool_calls import JsonValues, canonical_json
 from ..decoding.tool_detect import CallDetector, call_level, trigger_grammar
 from .native import Model
-from .picks import PENALTY_WINDOW, fast_pick, penalized
+from .picks import PENALTY_WINDOW, bounded, fast_pick, penalized, top_k
 
 __all__ = ["Sampling", "checked_grammar", "logprob", "readable", "spelling"]
 
@@ -80,8 +80,9 @@ def logprob(model: Model, logits: Any, token: int, piece: bytes, top_n: int) -> 
     peak = float(values.max())
     log_total = peak + math.log(float(np.exp(values - peak).sum()))
     top: tuple[TopLogprob, ...] = ()
+    top_n = min(top_n, model.n_vocab)
     if top_n:
-        best = np.argpartition(-values, top_n)[:top_n]
+        best = np.argpartition(-values, top_n - 1)[:top_n]
         best = best[np.argsort(-values[best])]
         top = tuple(_top_entry(model, int(t), float(values[t]) - log_total) for t in best)
     return TokenLogprob(
@@ -101,6 +102,8 @@ def _seed(params: SamplingParams, index: int) -> int:
 
 
 def _chain(params: SamplingParams, seed: int, n_vocab: int) -> Any:
+    """llama.cpp's chain for `params`, held to the bounds where its float arithmetic stays finite."""
+    params = bounded(params)
     chain = internals.LlamaSampler()
     if params.logit_bias:
         chain.add_logit_bias(n_vocab, dict(params.logit_bias))
@@ -111,7 +114,7 @@ def _chain(params: SamplingParams, seed: int, n_vocab: int) -> Any:
     if params.temperature <= 0:
         chain.add_greedy()
         return chain
-    if params.top_k > 0:
+    if top_k(params, n_vocab):
         chain.add_top_k(params.top_k)
     if params.top_p < 1.0:
         chain.add_top_p(params.top_p, 1)
@@ -168,7 +171,9 @@ class Sampling:
 
     The grammar is checked against the token the chain picks, and only when it refuses that token
     is it applied to the whole vocabulary and the pick made again (llama.cpp's own server does the
-    same): most tokens cost one check instead of a pass over every token. With `lazy` calls the
+    same): most tokens cost one check instead of a pass over every token. Where the client's bias
+    and the penalties leave none of the tokens the grammar allows, the model's own favourite among
+    them is taken; where the grammar allows none at all, the output ends. With `lazy` calls the
     text is watched, and the grammar joins once a call begins, primed with the call so far.
 
     A grammar comes with a `Closer`, which ends the output inside the grammar before its token
@@ -193,6 +198,7 @@ class Sampling:
     ) -> None:
         self._model = model
         self._logits = logits
+        params = bounded(params)
         seed = _seed(params, index)
         self._chain = _chain(params, seed, model.n_vocab)
         self._fast = fast_pick(params, model.n_vocab, seed)
@@ -251,7 +257,10 @@ class Sampling:
         grammar = self._grammar
         if grammar is not None:
             if not _allows(grammar, token):
-                token = self._pick(row, grammar)
+                allowed = self._allowed(row, grammar)
+                if allowed is None:
+                    return self._stranded()
+                token = allowed
             if self._closer is not None:
                 token = self._closer.choose(token, remaining, lambda t: _allows(grammar, t))
             llama_cpp.llama_sampler_accept(grammar, token)
@@ -277,20 +286,48 @@ class Sampling:
 
     def _pick(self, row: int, grammar: Any) -> int:
         """What the chain picks from row `row`'s logits, after `grammar` (if any) has ruled; nothing accepted."""
+        candidates, view = self._filled(np.ctypeslib.as_array(self._logits(row), shape=(self._model.n_vocab,)))
+        if grammar is not None:
+            llama_cpp.llama_sampler_apply(grammar, ctypes.byref(view))
+        llama_cpp.llama_sampler_apply(self._chain.sampler, ctypes.byref(view))
+        return int(candidates["id"][view.selected])
+
+    def _allowed(self, row: int, grammar: Any) -> int | None:
+        """The chain's pick among the tokens `grammar` allows. Where the client's bias and the
+        penalties rule out every one of those, the one the model itself rates highest; None where
+        the grammar allows no token at all."""
+        token = self._pick(row, grammar)
+        if _allows(grammar, token):
+            return token
+        candidates, view = self._filled(0.0)
+        llama_cpp.llama_sampler_apply(grammar, ctypes.byref(view))
+        allowed = np.flatnonzero(candidates["logit"] == 0)  # the grammar sets the rest to -inf
+        if not len(allowed):
+            return None
+        logits = np.ctypeslib.as_array(self._logits(row), shape=(self._model.n_vocab,))
+        return int(allowed[logits[allowed].argmax()])
+
+    def _filled(self, logits: np.ndarray | float) -> tuple[np.ndarray, Any]:
+        """The candidates array with every token in order at `logits`, and llama.cpp's view of it."""
         n_vocab = self._model.n_vocab
         if self._candidates is None:
             self._candidates = np.zeros(n_vocab, dtype=_TOKEN_DATA)
         candidates = self._candidates
         candidates["id"] = np.arange(n_vocab, dtype=np.int32)
-        candidates["logit"] = np.ctypeslib.as_array(self._logits(row), shape=(n_vocab,))
+        candidates["logit"] = logits
         candidates["p"] = 0.0
         view = llama_cpp.llama_token_data_array(
             data=candidates.ctypes.data_as(llama_cpp.llama_token_data_p), size=n_vocab, selected=-1, sorted=False
         )
-        if grammar is not None:
-            llama_cpp.llama_sampler_apply(grammar, ctypes.byref(view))
-        llama_cpp.llama_sampler_apply(self._chain.sampler, ctypes.byref(view))
-        return int(candidates["id"][view.selected])
+        return candidates, view
+
+    def _stranded(self) -> int:
+        """The grammar allows no token here (its next character is in no token): the output ends,
+        outside its grammar. The end token is not offered to the grammar, which would abort on it."""
+        log.warning("the output's grammar allows no token; the output ends unfinished")
+        token = self._model.eos
+        self._took(token)
+        return token
 
     @property
     def closing(self) -> bool:
