@@ -8,6 +8,7 @@ state, so the endpoint never decodes a second time and no two readers can disagr
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import deque
 from collections.abc import Iterable
@@ -69,13 +70,28 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return data
 
 
+def _no_constant(name: str) -> Any:
+    """`NaN`, `Infinity` and `-Infinity`, which Python's decoder takes but JSON has not: refused
+    here, so no sampler or limit ever sees a number that compares false with everything."""
+    raise InvalidRequest(f"The request body holds {name}, which is not a JSON number; send a finite number.")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if math.isinf(number):
+        raise InvalidRequest(f"The number {text[:40]} in the request body is too large for a double; send a smaller one.")
+    return number
+
+
 def decode_json(body: bytes) -> dict[str, Any]:
     try:
-        data = json.loads(body, object_pairs_hook=_unique_keys)
+        data = json.loads(body, object_pairs_hook=_unique_keys, parse_constant=_no_constant, parse_float=_finite)
     except RecursionError:
         raise InvalidRequest(_TOO_DEEP) from None
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise InvalidRequest(_NOT_JSON) from None
+    except ValueError:  # an integer of more digits than Python converts
+        raise InvalidRequest("The request body holds a number with too many digits.") from None
     if not isinstance(data, dict):
         raise InvalidRequest("The request body must be a JSON object.")
     _check_shape(data, strings=_SURROGATE_ESCAPE.search(body) is not None)

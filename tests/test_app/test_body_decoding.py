@@ -60,3 +60,21 @@ def test_a_key_twice_in_one_object_is_refused(body: bytes, key: str) -> None:
 def test_the_same_key_in_different_objects_is_fine() -> None:
     body = b'{"model": "a", "messages": [{"role": "user"}, {"role": "assistant"}], "meta": {"model": "b"}}'
     assert decode_json(body)["messages"][1] == {"role": "assistant"}
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (b'{"temperature": NaN}', "NaN, which is not a JSON number"),
+        (b'{"options": {"temperature": Infinity}}', "Infinity, which is not a JSON number"),
+        (b'{"a": [-Infinity]}', "-Infinity, which is not a JSON number"),
+        (b'{"temperature": 1e400}', "1e400 in the request body is too large"),
+        (b'{"top_k": ' + b"9" * 5000 + b"}", "too many digits"),
+    ],
+)
+def test_numbers_that_are_not_finite_json_numbers_are_refused(body: bytes, says: str) -> None:
+    """Python's decoder takes NaN and Infinity, and turns 1e400 into inf: none of them would
+    compare sanely in a sampler or a limit, so they are a 400, not a value."""
+    with pytest.raises(InvalidRequest, match=says):
+        decode_json(body)
+    assert decode_json(b'{"temperature": 1e308, "top_k": 100000000000000000000}')["temperature"] == 1e308

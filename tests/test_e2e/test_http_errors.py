@@ -159,3 +159,15 @@ def test_what_parses_but_no_text_or_stack_can_hold_is_400_in_each_protocol(serve
         assert expected in _protocol_error(protocol, reply)
     pair = template.replace(b"CONTENT", b'"say \\ud83d\\ude00 twice"')  # a surrogate pair is one character
     assert httpx.post(server.url + path, content=pair, headers=json_headers, timeout=60).status_code == 200
+
+
+def test_a_logit_bias_outside_the_vocabulary_is_a_400_naming_it(post) -> None:
+    error = _error(post("/chat/completions", json={**CHAT, "logit_bias": {"9999999": 5}}), 400)
+    assert error["param"] == "logit_bias" and "9999999" in str(error["message"])
+
+
+@pytest.mark.parametrize("number", [b"NaN", b"Infinity", b"1e999"])
+def test_a_number_json_cannot_hold_is_a_400(post, number: bytes) -> None:
+    body = b'{"model": "' + MODEL.encode() + b'", "messages": [{"role": "user", "content": "hi"}], "temperature": ' + number + b"}"
+    error = _error(post("/chat/completions", content=body, headers={"content-type": "application/json"}), 400)
+    assert error["type"] == "invalid_request_error" and number.decode() in str(error["message"])

@@ -148,6 +148,16 @@ class Prompts:
                 )
         return list(ids)
 
+    def check_bias(self, params: SamplingParams) -> None:
+        """A bias on a token id this vocabulary lacks is refused (it would index past the logits)."""
+        n_vocab = self._model.n_vocab
+        for token, _ in params.logit_bias:
+            if not 0 <= token < n_vocab:
+                raise InvalidRequest(
+                    f"logit_bias names token id {token}, outside this model's vocabulary (0..{n_vocab - 1}).",
+                    param="logit_bias",
+                )
+
     def check_fits(self, tokens: list[int], request: GenerationRequest) -> None:
         if not tokens:
             raise InvalidRequest("The prompt is empty.", param="prompt")

@@ -115,6 +115,7 @@ class Runtime:
         """Check the request and queue one job per choice; request errors raise here, before any
         event. True when it waits for a free sequence."""
         self.usable()
+        self.prompts.check_bias(request.sampling)
         constraint = constraint_for(request)
         prompts = self.prompts.of(request)  # first: a prompt that cannot fit costs no grammar
         for tokens, _ in prompts:
