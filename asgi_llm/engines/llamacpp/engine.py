@@ -1,13 +1,11 @@
 """`LlamaCppEngine`: one GGUF model, its choices decoded together by a continuous-batching
-scheduler on the inference thread (runtime.py), and, on the event loop, the requests it serves
-and the watchdog that keeps them from waiting on a model that makes no progress."""
+scheduler on the inference thread (runtime.py); on the event loop, the requests it serves and
+the watchdog that keeps them from waiting on a model that makes no progress (watchdog.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import time
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -23,6 +21,7 @@ from .jobs import END, Ticket
 from .native import backend_info
 from .prompt_bound import at_least
 from .runtime import Runtime
+from .watchdog import OpenRequests, Watchdog
 from .waiting import waiting
 
 __all__ = ["LlamaCppEngine"]
@@ -40,11 +39,8 @@ class LlamaCppEngine:
         """Fraction of the weights read while loading (llama.cpp's progress callback), for /health."""
         self.runtime: Runtime | None = None  # written on the inference thread, once loaded
         self._tally = Tally()
-        self._open: dict[Ticket, Channel[object]] = {}  # requests submitted and not finished
-        self._busy_since = 0.0  # when the requests open now began to be open, without a pause
-        self._stalled: str | None = None
-        self._stalls = 0
-        self._watchdog: asyncio.Task[None] | None = None
+        self._requests = OpenRequests()
+        self._watchdog: Watchdog | None = None
 
     @property
     def supports_embeddings(self) -> bool:
@@ -70,18 +66,15 @@ class LlamaCppEngine:
     def waiting(self) -> int:
         """Requests waiting for a free sequence (read by metrics and the queue bound)."""
         running = self.runtime.scheduler.running if self.runtime is not None else 0
-        return max(len(self._open) - running, 0)
+        return max(len(self._requests) - running, 0)
 
     def health(self) -> EngineHealth:
-        runtime = self.runtime
+        runtime, watchdog = self.runtime, self._watchdog
+        stalled, stalls = (watchdog.stalled, watchdog.stalls) if watchdog is not None else (None, 0)
         if runtime is None:
-            return EngineHealth(stalled=self._stalled, stalls=self._stalls)
-        return EngineHealth(
-            stalled=self._stalled or runtime.failed,
-            faults=runtime.faults + runtime.scheduler.faults,
-            stalls=self._stalls,
-            restarts=runtime.restarts,
-        )
+            return EngineHealth(stalled=stalled, stalls=stalls)
+        faults = runtime.faults + runtime.scheduler.faults
+        return EngineHealth(stalled=stalled or runtime.failed, faults=faults, stalls=stalls, restarts=runtime.restarts)
 
     def describe(self) -> dict[str, Any]:
         runtime = self.runtime
@@ -110,13 +103,19 @@ class LlamaCppEngine:
                 "n_gpu_layers=%s asked for, but this llama-cpp-python build has no GPU offload", self.config.n_gpu_layers
             )
         await self._thread.attach(runtime)
-        self._watchdog = asyncio.get_running_loop().create_task(self._watch())
+
+        async def restart(why: str) -> None:
+            await self._thread.call(lambda: runtime.restart(why))
+
+        def moved() -> float:
+            return runtime.scheduler.moved
+
+        self._watchdog = Watchdog(self.config.id, self.config.stall_seconds, self._requests, moved, restart)
+        self._watchdog.start()
 
     async def close(self) -> None:
         if self._watchdog is not None:
-            self._watchdog.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watchdog
+            await self._watchdog.stop()
         runtime, self.runtime = self.runtime, None
         if runtime is not None:
             await self._thread.detach(runtime)
@@ -146,8 +145,9 @@ class LlamaCppEngine:
         """The loaded runtime, unless the model cannot serve a fresh request now."""
         if self.runtime is None:
             raise ModelNotReady("The model is not loaded yet.")
-        if self._stalled is not None:
-            raise ModelNotReady(f"The model '{self.config.id}' is not answering ({self._stalled}); retry shortly.")
+        stalled = self._watchdog.stalled if self._watchdog is not None else None
+        if stalled is not None:
+            raise ModelNotReady(f"The model '{self.config.id}' is not answering ({stalled}); retry shortly.")
         return self.runtime
 
     async def _generate(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
@@ -157,18 +157,12 @@ class LlamaCppEngine:
             raise Overloaded("Too many requests are waiting for this model; retry shortly.")
         channel: Channel[object] = self._thread.channel(asyncio.get_running_loop())
         ticket = Ticket(channel.send, choices=0)
-        if not self._open:
-            self._busy_since = time.monotonic()
-        self._open[ticket] = channel
-        try:
+        with self._requests.holding(ticket, channel):
             if await self._thread.call(lambda: runtime.submit(request, ticket)):
                 async for beat in waiting(channel, ticket, timeout=self.config.queue_timeout, model=self.config.id):
                     yield beat
             async for item in channel.until(END):
                 yield item  # type: ignore[misc]
-        finally:
-            ticket.cancelled = True
-            self._open.pop(ticket, None)
 
     def _queue_full(self, runtime: Runtime) -> bool:
         """Whether a request arriving now would wait behind `max_queue` others (a snapshot: the
@@ -177,33 +171,3 @@ class LlamaCppEngine:
 
     def _loading(self, fraction: float) -> None:
         self.progress = fraction
-
-    # -- the watchdog -------------------------------------------------------------
-
-    async def _watch(self) -> None:
-        """Every so often: has open work gone `stall_seconds` without moving? Then the model is
-        stalled: /health says so, its requests end with a 503, and it restarts."""
-        limit = self.config.stall_seconds
-        while True:
-            await asyncio.sleep(min(limit / 4, 1.0))
-            runtime = self.runtime
-            if runtime is None or not self._open or self._stalled is not None:
-                continue
-            quiet = time.monotonic() - max(runtime.scheduler.moved, self._busy_since)
-            if quiet >= limit:
-                await self._stall(runtime, f"its requests made no progress for {quiet:.0f}s")
-
-    async def _stall(self, runtime: Runtime, why: str) -> None:
-        self._stalled = why
-        self._stalls += 1
-        log.error("model %s stalled: %s", self.config.id, why)
-        error = ModelNotReady(f"The model '{self.config.id}' stalled ({why}) and is restarting; retry shortly.")
-        for ticket, channel in list(self._open.items()):  # answered now, whatever the thread is doing
-            ticket.cancelled = True
-            channel.fail(error)
-        try:
-            await self._thread.call(lambda: runtime.restart(why))
-        except Exception:
-            log.exception("model %s could not restart", self.config.id)
-            return  # it stays stalled: /health keeps saying so
-        self._stalled = None
