@@ -150,6 +150,25 @@ async def test_a_broken_invariant_restarts_the_model_and_its_requests_get_a_503(
     assert isinstance(again, list) and isinstance(again[-1], Finish)
 
 
+async def test_a_fault_no_request_owns_restarts_the_model(engine: LlamaCppEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    original, raised = batching.Scheduler._plan, []
+
+    def plan(self: batching.Scheduler) -> Any:
+        if not raised and self.active:
+            raised.append(True)
+            raise RuntimeError("planning broke")
+        return original(self)
+
+    monkeypatch.setattr(batching.Scheduler, "_plan", plan)
+    before = engine.health()
+    outcome = await _outcome(engine, _request())
+    assert isinstance(outcome, ModelNotReady) and outcome.status == 503 and "restarted" in outcome.message
+    assert engine.health().restarts == before.restarts + 1
+    _healthy(engine)
+    again = await _outcome(engine, _request())
+    assert isinstance(again, list) and isinstance(again[-1], Finish)
+
+
 @pytest.fixture
 def one_slow_decode(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
     """The next decode takes 3 s (a model that stopped answering, as far as anyone can tell)."""

@@ -137,3 +137,20 @@ def test_a_fault_at_each_kind_of_call_ends_only_the_request_it_was_for(kind: str
     after = _submit(scheduler, model, [*SYSTEM, 7])
     _run(scheduler)
     assert after.items[-1] is END and first.items[-1] is END
+
+
+def test_a_fault_no_job_owns_leaves_the_scheduler_broken_not_spinning(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fault in planning belongs to no request: the books are in doubt, so the scheduler says
+    it is broken (the runtime then restarts the model, ending its requests with a 503)."""
+    model = FaultyModel(2, "none")
+    scheduler = Scheduler(model, slots=2, batch=64, chunk=64)
+    request = _submit(scheduler, model, [1, 2, 3])
+
+    def plan(self: Scheduler) -> Any:
+        raise RuntimeError("planning broke")
+
+    monkeypatch.setattr(Scheduler, "_plan", plan)
+    assert scheduler.step() is True and scheduler.broken
+    gone = RuntimeError("restarting")
+    scheduler.abandon(gone)
+    assert request.items == [gone] and not scheduler.active and scheduler.free_slots == 2

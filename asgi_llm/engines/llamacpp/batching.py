@@ -82,7 +82,16 @@ class Scheduler:
 
     def step(self) -> bool:
         """One decode of every running choice's next token and of prompt chunks; False when
-        nothing could be done (no free slot for what waits, nothing running)."""
+        nothing could be done (no free slot for what waits, nothing running). A fault that no
+        job owns (in planning, say) leaves the books in doubt: the scheduler is then `broken`."""
+        try:
+            return self._step()
+        except Exception as exc:
+            log.error("a scheduler step failed: %r", exc, exc_info=exc)
+            self.broken = True
+            return True
+
+    def _step(self) -> bool:
         self._clock += 1
         faults = self.faults
         for job in [j for j in self._active if j.ticket.cancelled]:
