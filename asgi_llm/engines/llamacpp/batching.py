@@ -18,6 +18,7 @@ they do not hold the scheduler is `broken`, and the engine restarts the model.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections import deque
@@ -100,8 +101,9 @@ class Scheduler:
         batch, fed = self._plan()
         if batch:
             self._decode(batch, fed)
-        if self.faults != faults:
-            self._check()
+        if self.faults != faults and (broken := self.violations()):
+            log.error("the scheduler's invariants failed after a fault: %s", "; ".join(broken))
+            self.broken = True
         return bool(batch) or admitted
 
     def abandon(self, error: BaseException) -> None:
@@ -158,13 +160,13 @@ class Scheduler:
         return admitted
 
     def _place(self, job: Job, free: list[Slot]) -> None:
-        leader = self._reading(job)
+        leader = _leader(self._active, job)
         if leader is not None:
-            slot = min(free, key=lambda s: (self._breaks(s), s.used))  # its cache is replaced by the leader's
+            slot = min(free, key=lambda s: (_breaks(self.slots, s), s.used))  # its cache is replaced by the leader's
             job.leader = leader
             leader.followers.append(job)
         else:
-            slot = max(free, key=lambda s: (common_prefix(s.tokens, job.prompt), -self._breaks(s), -s.used))
+            slot = max(free, key=lambda s: (common_prefix(s.tokens, job.prompt), -_breaks(self.slots, s), -s.used))
         slot.job = job
         job.slot = slot
         self._active.append(job)
@@ -178,24 +180,8 @@ class Scheduler:
     def _read(self, job: Job) -> None:
         try:
             self._reader.read(job)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 (one fault, one request: it ends this job only)
             self._fail(job, exc, "reading its prompt's cache")
-
-    def _breaks(self, joining: Slot) -> int:
-        """Gaps between the busy sequence ids once `joining` is busy too: each one costs
-        llama.cpp another pass per decode (see `_plan`), so among slots whose caches serve a
-        prompt equally well, the one that leaves fewest wins."""
-        busy = sorted({s.sequence for s in self.slots if s.job is not None} | {joining.sequence})
-        return sum(b - a > 1 for a, b in zip(busy, busy[1:]))
-
-    def _reading(self, job: Job) -> Job | None:
-        """A running choice of the same prompt that has not produced a token yet."""
-        if job.group is None:
-            return None
-        for other in self._active:
-            if other.group is job.group and other.leader is None and other.logits < 0 and other.token is None:
-                return other
-        return None
 
     # -- one step ------------------------------------------------------------------
 
@@ -231,7 +217,7 @@ class Scheduler:
     def _decode(self, batch: list[BatchToken], fed: _Fed) -> None:
         try:
             self._backend.decode(batch)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 (a failed decode ends its batch's requests, only them)
             self._decode_failed(fed, exc)
             return
         finally:
@@ -261,7 +247,7 @@ class Scheduler:
             job.leader = None
             try:
                 self._reader.copy_reading(leader, job)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 (one fault, one request: it ends this job only)
                 self._fail(job, exc, "copying its prompt's reading")
                 continue
             self._advance(job)
@@ -274,21 +260,15 @@ class Scheduler:
         try:
             if not job.begun:
                 job.begun = True
-                self._send(job, job.choice.begin(job.cached))
+                _send(job, job.choice.begin(job.cached))
             turn = job.choice.step(job.logits)
-            self._send(job, turn.events)
-        except Exception as exc:
+            _send(job, turn.events)
+        except Exception as exc:  # noqa: BLE001 (one fault, one request: it ends this job only)
             self._fail(job, exc, "generating its output", keep_cache=True)
             return
         job.token = turn.token
         if turn.token is None or ticket.cancelled:
             self._end(job)
-
-    @staticmethod
-    def _send(job: Job, events: Iterable[object]) -> None:
-        for event in events:
-            if not job.ticket.cancelled and not job.ticket.send(event):
-                job.ticket.cancelled = True
 
     # -- faults --------------------------------------------------------------------
 
@@ -309,23 +289,15 @@ class Scheduler:
             error.__cause__ = exc
             ticket.send(error)
         ticket.cancelled = True
-        if job.slot is not None and not keep_cache:
-            self._empty(job.slot)
+        slot = job.slot
+        if slot is not None and not keep_cache:
+            slot.tokens = []
+            try:
+                self._backend.forget(slot.sequence, 0)
+            except Exception as forgot:  # noqa: BLE001 (what the sequence holds is unknown now)
+                log.error("sequence %s could not be cleared: %r", slot.sequence, forgot)
+                self.broken = True
         self._end(job)
-
-    def _empty(self, slot: Slot) -> None:
-        slot.tokens = []
-        try:
-            self._backend.forget(slot.sequence, 0)
-        except Exception as exc:
-            log.error("sequence %s could not be cleared: %r", slot.sequence, exc)
-            self.broken = True
-
-    def _check(self) -> None:
-        broken = self.violations()
-        if broken:
-            log.error("the scheduler's invariants failed after a fault: %s", "; ".join(broken))
-            self.broken = True
 
     # -- leaving -----------------------------------------------------------------
 
@@ -363,5 +335,30 @@ class Scheduler:
 def _closed(job: Job) -> None:
     try:
         job.choice.close()
-    except Exception as exc:  # nothing more to tell its client; the rest go on
+    except Exception as exc:  # noqa: BLE001 (nothing more to tell its client; the rest go on)
         log.error("a choice failed to close: %r", exc)
+
+
+def _send(job: Job, events: Iterable[object]) -> None:
+    for event in events:
+        if not job.ticket.cancelled and not job.ticket.send(event):
+            job.ticket.cancelled = True
+
+
+def _breaks(slots: list[Slot], joining: Slot) -> int:
+    """Gaps between the busy sequence ids once `joining` is busy too: each one costs llama.cpp
+    another pass per decode (see `Scheduler._plan`), so among slots whose caches serve a prompt
+    equally well, the one that leaves fewest wins."""
+    busy = sorted({s.sequence for s in slots if s.job is not None} | {joining.sequence})
+    return sum(b - a > 1 for a, b in itertools.pairwise(busy))
+
+
+def _leader(active: list[Job], job: Job) -> Job | None:
+    """A running choice of the same prompt as `job` that has not produced a token yet: `job`
+    will copy its reading."""
+    if job.group is None:
+        return None
+    for other in active:
+        if other.group is job.group and other.leader is None and other.logits < 0 and other.token is None:
+            return other
+    return None
