@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar, Union
+from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -25,22 +25,22 @@ from asgi_llm.core import (
 )
 
 __all__ = [
-    "Reply",
+    "Adapter",
     "ContextNeed",
-    "Meta",
-    "Parsed",
-    "StreamEncoder",
-    "Unrecorded",
-    "GenerateRoute",
-    "EmbedRoute",
     "CountRoute",
+    "EmbedRoute",
+    "GenerateRoute",
     "InfoContext",
     "InfoRoute",
-    "StateRoute",
-    "StateStore",
+    "Meta",
+    "Parsed",
+    "Reply",
     "Resolve",
     "Route",
-    "Adapter",
+    "StateRoute",
+    "StateStore",
+    "StreamEncoder",
+    "Unrecorded",
     "refuse_unrecognized",
     "validate",
 ]
@@ -197,7 +197,7 @@ class StateRoute:
     """The pydantic model its JSON body is validated with: the request schema of `/openapi.json`."""
 
 
-Route = Union[GenerateRoute[Any, Any], EmbedRoute[Any], CountRoute[Any, Any], InfoRoute, StateRoute]
+Route = GenerateRoute[Any, Any] | EmbedRoute[Any] | CountRoute[Any, Any] | InfoRoute | StateRoute
 
 
 @dataclass(frozen=True)

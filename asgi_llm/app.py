@@ -1,61 +1,39 @@
-"""`LLMApp`: the composition root — routes from adapters, the endpoint glue, the pool, lifespan."""
+"""`LLMApp`: the composition root — routes from adapters, the endpoint glue, the pool, lifespan.
+The default middleware it wraps around them is `stack.py`'s."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from .adapters.base import Adapter, Route, StateStore
 from .adapters.openai import OPENAI
 from .client import Client
-from .http.asgi import ASGIApp, Receive, Scope, Send, send_json
-from .config import ApiKeyConfig, LimitsConfig, Settings
+from .config import Settings
 from .core import LLMError, MethodNotAllowed, RouteNotFound
 from .endpoint import Endpoint
-from .middleware import (
-    AuthMiddleware,
-    JSONLinesSink,
-    KeyInfo,
-    KeyStore,
-    Ledger,
-    Limiter,
-    Limits,
-    LimitsMiddleware,
-    LoggingSink,
-    MemoryBudgets,
-    Metrics,
-    MetricsMiddleware,
-    RequestInfo,
-    Sink,
-    SQLiteKeys,
-    UsageMiddleware,
-    Verifier,
-)
-from .middleware.admin import ADMIN_PATHS, AdminMiddleware
-from .http.context import REQUEST, request_id, request_info, request_state, send_error, with_request_id_header
+from .http.asgi import ASGIApp, Receive, Scope, Send, send_json
+from .http.context import RequestContext, attach, request_context, request_info, send_error, with_request_id_header
+from .http.routing import Match, Router, route_path
 from .logs import serving_request, tag_own_loggers
+from .middleware import AuthMiddleware, KeyInfo, MetricsMiddleware, RequestInfo, Verifier
+from .middleware.admin import ADMIN_PATHS, AdminMiddleware
 from .openapi import AppRoute, openapi_document, served_at
 from .pool import ModelPool
-from .http.routing import Match, Router, route_path
+from .stack import Layer, default_middleware, key_identity
 from .storage.state import MemoryStore, SQLiteStore
 from .web import PAGE_PATHS, WebPage
 
 __all__ = ["LLMApp", "Layer", "default_middleware"]
-
-Layer = Callable[[ASGIApp], ASGIApp]
-"""A middleware factory: takes the app inside, returns the app around it (`functools.partial(Cls, **options)`)."""
 
 log = logging.getLogger("asgi_llm")
 
 _HEALTH = "health"
 _OPENAPI = "openapi"
 _PAGE = "page"
-_ROUTED = "asgi_llm.routed"
-"""This app's route match for the request, made once when the request arrives."""
 
 Routed = tuple[Match[tuple[Route | str, Adapter]] | None, Adapter]
 
@@ -145,9 +123,12 @@ class LLMApp:
             tuple(middleware) if middleware is not None else default_middleware(self.pool, verify=verify)
         )
         app: ASGIApp = self._serve_routed
+        built: list[ASGIApp] = []
         for layer in reversed(self.middleware):  # the first layer is the outermost
             app = layer(app)
+            built.append(app)
         self._app = app
+        self._layers = tuple(reversed(built))  # as built, outermost first: the OpenAPI document reads them
         tag_own_loggers()  # our log lines name the request they belong to
 
     def sibling(self, *adapters: Adapter, health_path: str | None = "/health", web_ui: bool = False) -> LLMApp:
@@ -183,10 +164,10 @@ class LLMApp:
         limits and model allow-list too. The host's code is trusted: no secret is needed.
         """
         found = next((k for k in self.settings.all_api_keys() if k.name == key), None)
-        identity = _identity(found) if found is not None else (KeyInfo(name=key) if key else None)
+        identity = key_identity(found) if found is not None else (KeyInfo(name=key) if key else None)
         return Client(self._serve_in_process, identity)
 
-    async def _serve_in_process(self, path: str, state: dict[str, Any], receive: Receive, send: Send) -> None:
+    async def _serve_in_process(self, path: str, context: RequestContext, receive: Receive, send: Send) -> None:
         """An OpenAI route's request from `Client`, through the same layers as over HTTP."""
         scope: Scope = {
             "type": "http",
@@ -201,12 +182,12 @@ class LLMApp:
             "headers": [],
             "client": None,
             "server": None,
-            "state": state,
+            "state": {},
         }
-        match = _IN_PROCESS_ROUTES.match(path, "POST")
-        info = RequestInfo(_IN_PROCESS, path, path, OPENAI.render_error, self._resolve_model, OPENAI.tag_error)
-        state[_ROUTED], state[REQUEST] = (match, OPENAI), info
-        with serving_request(request_id(scope)):
+        context.match = _IN_PROCESS_ROUTES.match(path, "POST")
+        context.info = RequestInfo(_IN_PROCESS, path, path, OPENAI.render_error, self._resolve_model, OPENAI.tag_error)
+        attach(scope, context)
+        with serving_request(context.request_id):
             await self._app(scope, receive, send)
 
     def classify(self, scope: Scope) -> RequestInfo:
@@ -221,7 +202,13 @@ class LLMApp:
             route = match.target[0]
             endpoint = self._own_paths[route] if isinstance(route, str) else route.path
         return RequestInfo(
-            adapter.name, route_path(scope), endpoint, adapter.render_error, self._resolve_model, adapter.tag_error
+            adapter.name,
+            route_path(scope),
+            endpoint,
+            adapter.render_error,
+            self._resolve_model,
+            adapter.tag_error,
+            adapter.request_id_header,
         )
 
     @property
@@ -266,22 +253,20 @@ class LLMApp:
     async def _serve_http(self, scope: Scope, receive: Receive, send: Send, routed: Routed) -> None:
         """Through the layers, with the one route match they and the endpoint share; the page's
         own files need no key and are not recorded."""
-        found = request_id(scope)
-        send = with_request_id_header(send, found, routed[1].request_id_header)
-        if self._page is not None and routed[0] is not None and routed[0].target is not None:
-            if routed[0].target[0] == _PAGE:
-                await self._page(scope, receive, send)
-                return
-        state = request_state(scope)
-        state[_ROUTED], state[REQUEST] = routed, self._describe(scope, routed)
-        with serving_request(found):
+        context = request_context(scope)
+        context.match, context.info = routed[0], self._describe(scope, routed)
+        send = with_request_id_header(scope, send)
+        target = routed[0].target if routed[0] is not None else None
+        if self._page is not None and target is not None and target[0] == _PAGE:
+            await self._page(scope, receive, send)
+            return
+        with serving_request(context.request_id):
             await self._app(scope, receive, send)
 
     async def _serve_routed(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.pool.started:
             await self._lazy_start()
-        routed: Routed = request_state(scope)[_ROUTED]
-        match, _ = routed
+        match: Match[tuple[Route | str, Adapter]] | None = request_context(scope).match
         if match is None or match.target is None:
             error: LLMError = (
                 RouteNotFound(f"No route for {scope['method']} {route_path(scope)}.")
@@ -304,17 +289,17 @@ class LLMApp:
     def openapi(self) -> dict[str, Any]:
         """The OpenAPI document of the routes this app serves (paths below its mount)."""
         if self._openapi is None:
-            self._openapi = openapi_document(self._adapters, self._app_routes(), public=_public_paths(self.middleware))
+            self._openapi = openapi_document(self._adapters, self._app_routes(), public=self._public_paths())
         return self._openapi
 
     def _app_routes(self) -> list[AppRoute]:
         routes: list[AppRoute] = []
         if self._health_path:
             routes.append(AppRoute(self._health_path, "health", "Whether the models are loaded; each one's state."))
-        metrics = _layer_option(self.middleware, MetricsMiddleware, "path", "/metrics")
+        metrics = next((layer.path for layer in self._layers if isinstance(layer, MetricsMiddleware)), None)
         if metrics is not None:
             routes.append(AppRoute(metrics, "metrics", "Prometheus metrics (operator keys only).", "text/plain", True))
-        if any(isinstance(layer, functools.partial) and layer.func is AdminMiddleware for layer in self.middleware):
+        if any(isinstance(layer, AdminMiddleware) for layer in self._layers):
             routes.extend(_ADMIN_ROUTES)
         if self._own_paths[_OPENAPI]:
             routes.append(AppRoute(self._own_paths[_OPENAPI], "openapi", "This document."))
@@ -323,6 +308,10 @@ class LLMApp:
             routes.append(AppRoute(page, "web_ui", "The chat and operator page.", "text/html", keyless=True))
             routes.append(AppRoute(files, "web_ui_file", "The page's script and style.", "text/plain", keyless=True))
         return routes
+
+    def _public_paths(self) -> frozenset[str] | None:
+        """The paths that need no key, as the auth layer has them; None where no layer asks for keys."""
+        return next((layer.public for layer in self._layers if isinstance(layer, AuthMiddleware)), None)
 
     async def _lazy_start(self) -> None:
         async with self._lazy_lock:
@@ -337,7 +326,7 @@ class LLMApp:
             if message["type"] == "lifespan.startup":
                 try:
                     await manager.__aenter__()
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 (the server is told, as lifespan.startup.failed)
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
                 await send({"type": "lifespan.startup.complete"})
@@ -360,98 +349,3 @@ class _InFront:
                 await self._llm._serve_http(scope, receive, send, routed)
                 return
         await self._host(scope, receive, send)
-
-
-def _layer_option(layers: Sequence[Layer], cls: type, name: str, default: Any) -> Any:
-    """An option of the first layer made by `functools.partial(cls, ...)`; None without one."""
-    for layer in layers:
-        if isinstance(layer, functools.partial) and layer.func is cls:
-            return layer.keywords.get(name, default)
-    return None
-
-
-def _public_paths(layers: Sequence[Layer]) -> frozenset[str] | None:
-    """The paths that need no key, as the auth layer has them; None where no layer asks for keys."""
-    public = _layer_option(layers, AuthMiddleware, "public", ("/health",))
-    return None if public is None else frozenset("/" + path.strip("/") for path in public)
-
-
-def default_middleware(pool: ModelPool, *, verify: Verifier | None = None) -> tuple[Layer, ...]:
-    """The layers the settings ask for, outermost first: usage (always; metrics, and the ledger,
-    JSON Lines file and log if configured), auth (with keys configured or a `verify`), limits
-    (with limits configured or a `verify`, whose keys may carry their own), metrics (`GET
-    /metrics` unless `metrics_path` is None). Their state is shared by every app given them."""
-    settings = pool.settings
-    ledger = Ledger(settings.usage_ledger) if settings.usage_ledger else None
-    metrics = Metrics(
-        models=lambda: [(m.id, pool.loaded(m.id) is not None) for m in pool.settings.models],
-        queued=lambda: [(m.id, pool.queued(m.id)) for m in pool.settings.models],
-        engines=pool.engine_health,
-    )
-    sinks: list[Sink] = [metrics.observe]
-    if ledger is not None:
-        sinks.append(ledger.record)
-    if settings.usage_jsonl:
-        sinks.append(JSONLinesSink(settings.usage_jsonl))
-    if settings.usage_log:
-        sinks.append(LoggingSink())
-    probes = ("/health", *([settings.metrics_path] if settings.metrics_path else []))  # neither recorded nor limited
-    probes = (*probes, *(ADMIN_PATHS if settings.admin_api else ()))
-    layers: list[Layer] = [functools.partial(UsageMiddleware, sinks=sinks, exclude=probes)]
-    keys = settings.all_api_keys()
-    if settings.auth_enabled or verify is not None:
-        stored = SQLiteKeys(settings.keys_db) if settings.keys_db else None
-        current: list[Verifier] = [_verifier(keys, stored, verify) or KeyStore()]  # a keys file with no keys lets no one in
-
-        def rekey(new: Settings) -> None:  # `pool.reload()`: added keys work and revoked ones fail at once
-            current[0] = _verifier(new.all_api_keys(), stored, verify) or KeyStore()
-
-        async def verifier(key: str) -> KeyInfo | None:
-            return await current[0](key)
-
-        pool.reloaded.append(rekey)
-        public, limit = settings.public_paths, settings.max_body_bytes
-        layers.append(functools.partial(AuthMiddleware, verify=verifier, public=public, max_body_bytes=limit))
-    default = _limits(settings.limits)
-    if verify is not None or settings.keys_db or not default.unlimited or any(key.limits is not None for key in keys):
-        limiter = Limiter(default, budgets=ledger or MemoryBudgets())
-        layers.append(functools.partial(LimitsMiddleware, limiter=limiter, exempt=(*settings.public_paths, *probes)))
-    if settings.metrics_path:
-        layers.append(functools.partial(MetricsMiddleware, metrics=metrics, path=settings.metrics_path))
-    if settings.admin_api:
-        layers.append(functools.partial(AdminMiddleware, pool=pool, max_body_bytes=settings.max_body_bytes))
-    return tuple(layers)
-
-
-def _limits(config: LimitsConfig) -> Limits:
-    return Limits(**config.model_dump())
-
-
-def _verifier(keys: Sequence[ApiKeyConfig], stored: Verifier | None, verify: Verifier | None) -> Verifier | None:
-    """The configured keys first, then those made by `asgi-llm keys`, then the host's verifier."""
-    chain: list[Verifier] = [
-        *([KeyStore((key.key.get_secret_value(), _identity(key)) for key in keys)] if keys else []),
-        *([stored] if stored is not None else []),
-        *([verify] if verify is not None else []),
-    ]
-    if len(chain) <= 1:
-        return chain[0] if chain else None
-
-    async def any_of(key: str) -> KeyInfo | None:
-        for check in chain:
-            found = await check(key)
-            if found is not None:
-                return found
-        return None
-
-    return any_of
-
-
-def _identity(key: ApiKeyConfig) -> KeyInfo:
-    return KeyInfo(
-        name=key.name,
-        models=None if key.models is None else frozenset(key.models),
-        protocols=None if key.protocols is None else frozenset(key.protocols),
-        limits=None if key.limits is None else _limits(key.limits),
-        operator=key.operator,
-    )

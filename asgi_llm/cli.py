@@ -16,7 +16,7 @@ from .keys_cli import add_keys_parser, run_keys
 from .logs import serve_json_log_config
 from .middleware.sqlite_keys import SQLiteKeys
 
-__all__ = ["main", "build_parser", "settings_from_args", "standalone_app"]
+__all__ = ["build_parser", "main", "settings_from_args", "standalone_app"]
 
 
 def build_parser() -> argparse.ArgumentParser:

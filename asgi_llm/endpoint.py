@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import urllib.parse
 import logging
 import time
+import urllib.parse
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
@@ -30,8 +30,6 @@ from .adapters.base import (
     StateStore,
     StreamEncoder,
 )
-from .http.asgi import Receive, Scope, Send, send_json, send_text, start_stream
-from .http.body import ClientGone, json_body
 from .core import (
     Engine,
     EngineEvent,
@@ -45,20 +43,10 @@ from .core import (
     Usage,
 )
 from .core.catalog import ModelCard
-from .http.context import (
-    KEY,
-    KEY_INFO,
-    MAX_TOKENS,
-    USAGE,
-    InProcessCall,
-    Meter,
-    in_process,
-    request_id,
-    request_info,
-    request_state,
-    send_error,
-)
-from .middleware.policy import KeyInfo
+from .core.policy import KeyInfo
+from .http.asgi import Receive, Scope, Send, send_json, send_text, start_stream
+from .http.body import ClientGone, json_body
+from .http.context import InProcessCall, Meter, request_context, request_info, send_error
 from .pool import ModelPool
 from .storage.state import owned_by
 
@@ -87,7 +75,7 @@ async def _until_disconnect(receive: Receive, work: Callable[[], Awaitable[T]]) 
         group.start_soon(watch)
         try:
             result.append(await work())
-        except Exception as exc:  # re-raised below, outside the task group's exception group
+        except Exception as exc:  # noqa: BLE001 (re-raised below, outside the task group's exception group)
             failure = exc
         group.cancel_scope.cancel()
     if failure is not None:
@@ -117,24 +105,24 @@ class Endpoint:
             await send_error(scope, send, request_info(scope), failure)
 
     async def _dispatch(self, route: Route, params: Mapping[str, str], scope: Scope, receive: Receive, send: Send) -> None:
-        state = request_state(scope)
-        meter: Meter = state.get(USAGE) or Meter()  # the usage and limits layers read it afterwards
-        store = owned_by(self._store, state.get(KEY))
+        context = request_context(scope)
+        meter = context.meter or Meter()  # the usage and limits layers read it afterwards
+        store = owned_by(self._store, None if context.key is None else context.key.name)
         has_body = scope["method"] not in ("GET", "HEAD", "DELETE")
         body = await json_body(scope, receive, self._limit) if has_body else None
         if isinstance(route, (InfoRoute, StateRoute)):
             headers = {bytes(k).decode("latin-1").lower(): bytes(v).decode("latin-1") for k, v in scope.get("headers", ())}
             query = dict(urllib.parse.parse_qsl(bytes(scope.get("query_string", b"")).decode("latin-1")))
-            catalog = _visible(self._pool.catalog(), state.get(KEY_INFO), request_info(scope).resolve_model)
-            context = InfoContext(catalog, params, headers, body, query)
+            catalog = _visible(self._pool.catalog(), context.key, request_info(scope).resolve_model)
+            asked = InfoContext(catalog, params, headers, body, query)
             if isinstance(route, InfoRoute):
-                status, reply = route.handle(context)
+                status, reply = route.handle(asked)
             else:
-                status, reply = await route.handle(context, store)
+                status, reply = await route.handle(asked, store)
             await (send_text(send, status, reply) if isinstance(reply, str) else send_json(send, status, reply))
             return
         if isinstance(route, EmbedRoute):
-            await self._embed(route, body, meter, request_id(scope), in_process(scope), receive, send)
+            await self._embed(route, body, meter, context.request_id, context.in_process, receive, send)
         elif isinstance(route, CountRoute):
             parsed = route.parse(body)
             if route.resolve is not None:
@@ -144,8 +132,8 @@ class Endpoint:
                 count = await _until_disconnect(receive, lambda: engine.count_tokens(parsed.request))
             await send_json(send, 200, route.render(parsed, count))
         else:
-            trace, call = request_id(scope), in_process(scope)
-            await self._generate(route, body, meter, state.get(MAX_TOKENS), store, trace, call, receive, send)
+            trace, call = context.request_id, context.in_process
+            await self._generate(route, body, meter, context.max_tokens, store, trace, call, receive, send)
 
     async def _embed(
         self,
@@ -326,11 +314,13 @@ def _check_context(parsed: Parsed[Any, Any], engine: Engine, model_id: str) -> N
 
 
 def _capped(parsed: Parsed[Any, Any], cap: int | None) -> Parsed[Any, Any]:
-    """A per-key `max_tokens` cap: the default for requests naming none, a 400 above it."""
+    """A per-key `max_tokens` cap: the default for requests naming none, a 400 above it naming
+    the field the client sent (`max_completion_tokens`, `options.num_predict`...)."""
     sampling = parsed.request.sampling
     if cap is None or (sampling.max_tokens is not None and sampling.max_tokens <= cap):
         return parsed
     if sampling.max_tokens is not None:
-        raise InvalidRequest(f"'max_tokens' is {sampling.max_tokens}, more than this API key's limit of {cap}.", param="max_tokens")
+        field = sampling.max_tokens_param
+        raise InvalidRequest(f"'{field}' is {sampling.max_tokens}, more than this API key's limit of {cap}.", param=field)
     request = dataclasses.replace(parsed.request, sampling=dataclasses.replace(sampling, max_tokens=cap))
     return dataclasses.replace(parsed, request=request)

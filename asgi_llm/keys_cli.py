@@ -18,8 +18,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from .config import LimitsConfig, Settings
+from .middleware import Limits
 from .middleware.keyring import KeyExists, StoredKey, parse_expiry
-from .middleware.policy import Limits
 from .middleware.sqlite_keys import SQLiteKeys
 
 __all__ = ["add_keys_parser", "keys_db_for", "run_keys"]

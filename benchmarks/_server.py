@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import httpx
 
@@ -118,7 +118,7 @@ class ChildServer:
         self.process: subprocess.Popen[bytes] | None = None
         self._output = subprocess.DEVNULL if command is not None else None  # a C++ server logs every request
 
-    def __enter__(self) -> ChildServer:
+    def __enter__(self) -> Self:
         self.process = subprocess.Popen(self._command, env=self._env, stdout=self._output, stderr=self._output)
         wait_healthy(self.url, self.process, 180, self._health)
         return self

@@ -34,9 +34,9 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _server import ChildServer, cpu_busy, free_port, wait_healthy  # noqa: E402
+from _server import ChildServer, cpu_busy, free_port, wait_healthy
 
-from asgi_llm.config import default_model_path  # noqa: E402
+from asgi_llm.config import default_model_path
 
 USER = [{"role": "user", "content": "Write a very long story about the sea."}]
 KEEP_TALKING = {"0": -100, "2": -100}  # the packaged model's end-of-turn tokens
@@ -68,7 +68,8 @@ async def load(url: str, concurrency: int, tokens: int) -> tuple[float, list[flo
 
 def hog(core: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-c", "while True: pass"], preexec_fn=lambda: os.sched_setaffinity(0, {core})
+        [sys.executable, "-c", "while True: pass"],
+        preexec_fn=lambda: os.sched_setaffinity(0, {core}),  # noqa: PLW1509 (only sets the child's affinity)
     )
 
 

@@ -1,6 +1,6 @@
 """Single-stream decode speed over real HTTP streaming, as a ratio to in-process llama-cpp-python.
 
-Why this measures what it measures: DESIGN.md promises that serving adds no decode cost, because
+Why this measures what it measures: ARCHITECTURE.md promises that serving adds no decode cost, because
 every llama.cpp call runs on one inference thread (calls from a second thread cost most of the
 speed). The fair reference is llama-cpp-python driven from a single thread in its own process, with
 the same model, thread count, raw prompt and greedy sampling, so both sides decode the identical
@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 
 import httpx
-
 from _server import cpu_busy, free_port
 
 PROMPT = "Write a long story about a lighthouse keeper.\n\n"

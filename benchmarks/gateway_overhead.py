@@ -31,7 +31,6 @@ import time
 from pathlib import Path
 
 import httpx
-
 from _server import cpu_busy, free_port, wait_healthy
 
 MESSAGES = [{"role": "user", "content": "Write a short story about a lighthouse keeper."}]

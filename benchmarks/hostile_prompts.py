@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _server import ChildServer, asgi_llm_serve, cpu_busy  # noqa: E402
+from _server import ChildServer, asgi_llm_serve, cpu_busy
 
 MODEL = "default"
 ANTHROPIC = {"anthropic-version": "2023-06-01"}

@@ -30,7 +30,6 @@ import time
 from pathlib import Path
 
 import httpx
-
 from _server import cpu_busy, free_port
 
 HERE = Path(__file__).resolve().parent

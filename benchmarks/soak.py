@@ -44,8 +44,8 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _server import asgi_llm_serve, cpu_busy, free_port, wait_healthy  # noqa: E402
-from _soak_traffic import SYSTEM, Result, Traffic, watched  # noqa: E402
+from _server import asgi_llm_serve, cpu_busy, free_port, wait_healthy
+from _soak_traffic import SYSTEM, Result, Traffic, watched
 
 METRICS = ("faults", "stalls", "restarts")  # asgi_llm_engine_<name>_total
 STEP_FAILED = "a scheduler step failed"

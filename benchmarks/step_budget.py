@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import statistics
@@ -112,7 +113,7 @@ def measure(kind: str, model: str, server_bin: Path | None, args: argparse.Names
             "",
             {"STEP_TRACE": str(trace)},
             command=lambda port: [sys.executable, str(HERE / "_traced_serve.py"), "serve", "--port", str(port),
-                                  "--log-level", "warning", *options],  # fmt: skip
+                                  "--log-level", "warning", *options],
         )
         with server:
             assert server.process is not None
@@ -136,7 +137,7 @@ def measure(kind: str, model: str, server_bin: Path | None, args: argparse.Names
     llama_cpu = sum(c for tid, c in used.items() if tid != pid) / wall
     client_cpu = (client_after - client_before) / wall
     full = [seconds * 1000 for n, _, seconds in steps if n == rows]
-    gaps = [(b[1] - a[1] - a[2]) * 1000 for a, b in zip(steps, steps[1:]) if a[0] == rows and b[0] == rows]
+    gaps = [(b[1] - a[1] - a[2]) * 1000 for a, b in itertools.pairwise(steps) if a[0] == rows and b[0] == rows]
     served, gap = statistics.median(full), statistics.median(gaps)
     inflation = served - bare
     ours = gap + inflation * loop_cpu / max(loop_cpu + client_cpu, 1e-9)

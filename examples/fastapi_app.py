@@ -14,10 +14,10 @@ from fastapi import FastAPI
 from fastapi.responses import StreamingResponse
 
 from asgi_llm import LLMApp, Settings
-from asgi_llm.core import TextDelta
 from asgi_llm.adapters.anthropic import ANTHROPIC
 from asgi_llm.adapters.ollama import OLLAMA
 from asgi_llm.adapters.openai import OPENAI
+from asgi_llm.core import TextDelta
 
 llm = LLMApp(Settings.from_env(), adapters=(OPENAI, ANTHROPIC))
 app = FastAPI(lifespan=llm.lifespan)  # models load at startup and unload at shutdown

@@ -28,9 +28,9 @@ from asgi_llm.core import (
     Unsupported,
 )
 
-from .stream import MessageStream, fold_message
 from ..base import CountRoute, GenerateRoute, Meta, Parsed, Route, refuse_unrecognized, validate
 from ..json_output import json_schema, tool_parameters
+from .stream import MessageStream, fold_message
 
 __all__ = [
     "ROUTES",

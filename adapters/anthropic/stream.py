@@ -24,8 +24,8 @@ from asgi_llm.core import (
     Usage,
 )
 
-from .common import render_error, sse, tag_error, tool_use_id
 from ..base import Meta, Parsed, Unrecorded
+from .common import render_error, sse, tag_error, tool_use_id
 
 __all__ = ["MessageStream", "fold_message"]
 

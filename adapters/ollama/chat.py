@@ -13,10 +13,10 @@ from asgi_llm.core import ChatRequest, GenerationEvent, Message, ToolCall, ToolS
 
 from ..base import GenerateRoute, Meta, Parsed, refuse_unrecognized, validate
 from ..json_output import tool_parameters
-from .common import Clock, GenerateFields, Wire, keep_alive_seconds, model_name, context_need, sampling, think_reasoning
+from .common import Clock, GenerateFields, Wire, context_need, keep_alive_seconds, model_name, sampling, think_reasoning
 from .stream import Delta, NdjsonStream, render_reply
 
-__all__ = ["parse", "render", "fields", "ChatStream", "ROUTE"]
+__all__ = ["ROUTE", "ChatStream", "fields", "parse", "render"]
 
 
 class WireFunctionCall(Wire):

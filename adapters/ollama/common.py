@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -16,24 +16,24 @@ from ..base import ContextNeed, Meta, Reply, refuse_unrecognized
 from ..json_output import json_object, json_schema
 
 __all__ = [
-    "Wire",
-    "WireOptions",
-    "GenerateFields",
-    "think_reasoning",
-    "context_need",
-    "Durations",
-    "render_error",
-    "tag_error",
-    "ndjson",
-    "model_name",
-    "rfc3339",
-    "sampling",
-    "output_format",
-    "keep_alive_seconds",
-    "estimated_durations",
-    "done_reason",
     "NDJSON",
     "Clock",
+    "Durations",
+    "GenerateFields",
+    "Wire",
+    "WireOptions",
+    "context_need",
+    "done_reason",
+    "estimated_durations",
+    "keep_alive_seconds",
+    "model_name",
+    "ndjson",
+    "output_format",
+    "render_error",
+    "rfc3339",
+    "sampling",
+    "tag_error",
+    "think_reasoning",
 ]
 
 NDJSON = "application/x-ndjson"
@@ -104,7 +104,7 @@ def model_name(name: str) -> str:
 
 
 def rfc3339(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # Ollama's defaults (its Modelfile parameter docs), not OpenAI's: clients of this protocol expect them.

@@ -12,12 +12,12 @@ from asgi_llm.core import EmbeddingRequest, EmbeddingResult, InvalidRequest, Uns
 from ..base import EmbedRoute, Meta, Parsed, refuse_unrecognized, validate
 from .common import Clock, Wire, WireOptions, context_need, estimated_durations, keep_alive_seconds, model_name
 
-__all__ = ["parse_embed", "render_embed", "parse_embeddings", "render_embeddings", "ROUTES"]
+__all__ = ["ROUTES", "parse_embed", "parse_embeddings", "render_embed", "render_embeddings"]
 
 
 class EmbedBody(Wire):
     model: Annotated[str, Field(min_length=1)]
-    input: str | list[str] = []
+    input: str | list[str] = []  # noqa: RUF012 (a pydantic field: each body gets its own copy)
     truncate: bool = True  # Ollama's default: cut inputs longer than the model embeds at once
     dimensions: int | None = None
     options: WireOptions | None = None

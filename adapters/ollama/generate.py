@@ -9,10 +9,10 @@ from typing import Any
 from asgi_llm.core import ChatRequest, CompletionRequest, GenerationEvent, GenerationRequest, Message, Unsupported
 
 from ..base import GenerateRoute, Meta, Parsed, refuse_unrecognized, validate
-from .common import Clock, GenerateFields, keep_alive_seconds, model_name, context_need, sampling, think_reasoning
+from .common import Clock, GenerateFields, context_need, keep_alive_seconds, model_name, sampling, think_reasoning
 from .stream import Delta, NdjsonStream, render_reply
 
-__all__ = ["parse", "render", "fields", "GenerateStream", "ROUTE"]
+__all__ = ["ROUTE", "GenerateStream", "fields", "parse", "render"]
 
 
 class GenerateBody(GenerateFields):

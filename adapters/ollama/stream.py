@@ -26,9 +26,10 @@ from asgi_llm.core import (
 )
 
 from ..base import Meta, Parsed, Unrecorded
+from ..logprobs import token_logprobs
 from .common import NDJSON, Clock, Durations, done_reason, estimated_durations, ndjson, rfc3339
 
-__all__ = ["Delta", "Fields", "Turn", "NdjsonStream", "render_reply"]
+__all__ = ["Delta", "Fields", "NdjsonStream", "Turn", "render_reply"]
 
 
 @dataclass(frozen=True)
@@ -92,18 +93,6 @@ class Turn:
         )
 
 
-def _logprobs(tokens: Sequence[TokenLogprob]) -> list[dict[str, Any]]:
-    return [
-        {
-            "token": t.token,
-            "logprob": t.logprob,
-            "bytes": list(t.bytes),
-            "top_logprobs": [{"token": o.token, "logprob": o.logprob, "bytes": list(o.bytes)} for o in t.top],
-        }
-        for t in tokens
-    ]
-
-
 def _head(meta: Meta) -> dict[str, Any]:
     return {"model": meta.model, "created_at": rfc3339(meta.created)}
 
@@ -140,7 +129,7 @@ def render_reply(
     whole = turn.whole()
     body = {**_head(meta), **fields(whole)}
     if parsed.request.sampling.logprobs:
-        body["logprobs"] = _logprobs(whole.logprobs)
+        body["logprobs"] = token_logprobs(whole.logprobs)
     return {**body, **_done(turn.finish, estimated_durations(meta, now_ns))}
 
 
@@ -177,7 +166,7 @@ class NdjsonStream(Unrecorded):
             return b""
         line = {**_head(self._meta), **self.fields(delta)}
         if self._logprobs and delta.logprobs:
-            line["logprobs"] = _logprobs(delta.logprobs)
+            line["logprobs"] = token_logprobs(delta.logprobs)
         return ndjson({**line, "done": False})
 
     def close(self) -> bytes:

@@ -18,17 +18,16 @@ from asgi_llm.core import (
     OutputFormat,
     Reasoning,
     ReasoningDelta,
+    TextDelta,
     ToolCall,
     ToolCallDelta,
     ToolCallEnd,
     ToolCallStart,
     ToolChoice,
     ToolSpec,
-    TextDelta,
     Unsupported,
     total_usage,
 )
-
 from asgi_llm.wire.openai_chat import (
     ChatCompletion,
     ChatCompletionChunk,
@@ -44,20 +43,20 @@ from asgi_llm.wire.openai_chat import ToolCall as ToolCallOut
 
 from ..base import GenerateRoute, Meta, Parsed, Unrecorded, refuse_unrecognized, validate
 from ..json_output import json_object, json_schema, tool_parameters
+from ..logprobs import token_logprobs
 from .common import (
     SSE_DONE,
     SamplingBody,
     Wire,
-    chat_logprobs,
     effort_reasoning,
     render_error,
-    tag_error,
     sampling_params,
     sse,
+    tag_error,
     usage_dict,
 )
 
-__all__ = ["parse", "render", "ChatStream", "ROUTE"]
+__all__ = ["ROUTE", "ChatStream", "parse", "render"]
 
 
 class ContentPart(Wire):
@@ -275,7 +274,7 @@ def render(parsed: Parsed[ChatRequest, ChatOptions], meta: Meta, events: Sequenc
         {
             "index": i,
             "message": _message_out("".join(texts[i]), "".join(reasoning[i]), list(calls[i].values())),
-            "logprobs": {"content": chat_logprobs(logprobs[i]), "refusal": None}
+            "logprobs": {"content": token_logprobs(logprobs[i]), "refusal": None}
             if parsed.request.sampling.logprobs
             else None,
             "finish_reason": finishes[i].reason if i in finishes else "stop",
@@ -345,7 +344,7 @@ class ChatStream(Unrecorded):
             head = sse(self._chunk([_chunk_choice(event.index, {"role": "assistant", "content": ""})]))
         if isinstance(event, TextDelta):
             logprobs: Logprobs | None = (
-                {"content": chat_logprobs(event.logprobs), "refusal": None} if self._logprobs else None
+                {"content": token_logprobs(event.logprobs), "refusal": None} if self._logprobs else None
             )
             choice = _chunk_choice(event.index, {"content": event.text}, logprobs)
         elif isinstance(event, ReasoningDelta):

@@ -1,81 +1,46 @@
-"""What OpenAI's endpoints share: the error envelope, SSE framing, usage and logprobs shapes."""
+"""What OpenAI's endpoints share: the error envelope (written once, in `wire.openai_error`), SSE
+framing, the usage shape and the sampling fields."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from asgi_llm.core import InvalidRequest, LLMError, OutputFormat, Reasoning, SamplingParams, TokenLogprob, Usage
+from asgi_llm.core import InvalidRequest, LLMError, OutputFormat, Reasoning, SamplingParams, Usage
 from asgi_llm.wire import openai_chat as wire
+from asgi_llm.wire import openai_error as error_envelope
+from asgi_llm.wire.openai_error import ErrorBody
 
 from ..base import Reply
 
 __all__ = [
-    "Wire",
-    "StreamOptions",
-    "SamplingBody",
-    "sampling_params",
-    "logit_bias",
-    "ErrorBody",
-    "render_error",
-    "tag_error",
-    "sse",
-    "SSE_DONE",
-    "usage_dict",
-    "chat_logprobs",
-    "stop_list",
     "EFFORTS",
+    "SSE_DONE",
+    "ErrorBody",
+    "SamplingBody",
+    "StreamOptions",
+    "Wire",
     "effort_reasoning",
+    "logit_bias",
+    "render_error",
+    "sampling_params",
+    "sse",
+    "stop_list",
+    "tag_error",
+    "usage_dict",
 ]
 
 SSE_DONE = b"data: [DONE]\n\n"
 
-_ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "invalid_request_error",
-    405: "invalid_request_error",
-    413: "invalid_request_error",
-    429: "rate_limit_error",
-    503: "server_error",
-}
-
-
-class ErrorDetail(TypedDict):
-    message: str
-    type: str
-    param: str | None
-    code: str | None
-
-
-class ErrorBody(TypedDict):
-    error: ErrorDetail
-
-
-_TYPES_BY_CODE = {"insufficient_quota": "insufficient_quota"}  # a spent budget, as OpenAI words it
-
 
 def render_error(error: LLMError) -> Reply:
-    detail: ErrorDetail = {
-        "message": error.message,
-        "type": _TYPES_BY_CODE.get(error.code or "") or _ERROR_TYPES.get(error.status, "server_error"),
-        "param": error.param,
-        "code": error.code,
-    }
-    body: ErrorBody = {"error": detail}
-    return error.status, body
+    return error.status, error_envelope.error_body(error.status, error.message, error.param, error.code)
 
 
-def tag_error(body: Any, request_id: str) -> Any:
-    """The id inside the error object, beside `message`: the SDKs read the object's known
-    fields and keep the rest, so their error parsing is unchanged."""
-    if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        return {**body, "error": {**body["error"], "request_id": request_id}}
-    return body
+tag_error = error_envelope.tag_error
 
 
 def sse(payload: Any) -> bytes:
@@ -91,18 +56,6 @@ def usage_dict(usage: Usage) -> wire.Usage:
         "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
         "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
     }
-
-
-def chat_logprobs(tokens: Sequence[TokenLogprob]) -> list[wire.TokenLogprob]:
-    return [
-        {
-            "token": t.token,
-            "logprob": t.logprob,
-            "bytes": list(t.bytes),
-            "top_logprobs": [{"token": o.token, "logprob": o.logprob, "bytes": list(o.bytes)} for o in t.top],
-        }
-        for t in tokens
-    ]
 
 
 EFFORTS = ("none", "minimal", "low", "medium", "high")

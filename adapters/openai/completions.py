@@ -23,7 +23,7 @@ from asgi_llm.core import (
 from ..base import GenerateRoute, Meta, Parsed, Unrecorded, refuse_unrecognized, validate
 from .common import SSE_DONE, SamplingBody, render_error, sampling_params, sse, tag_error, usage_dict
 
-__all__ = ["parse", "render", "CompletionStream", "ROUTE"]
+__all__ = ["ROUTE", "CompletionStream", "parse", "render"]
 
 Prompt = str | list[str] | list[int] | list[list[int]]
 

@@ -13,7 +13,7 @@ from asgi_llm.core import EmbeddingRequest, EmbeddingResult, InvalidRequest, Uns
 from ..base import EmbedRoute, Meta, Parsed, refuse_unrecognized, validate
 from .common import Wire
 
-__all__ = ["parse", "render", "ROUTE"]
+__all__ = ["ROUTE", "parse", "render"]
 
 Encoding = Literal["float", "base64"]
 """How the embedding vectors go out: the options of a parsed embeddings request."""

@@ -9,7 +9,7 @@ from asgi_llm.core import ModelCard, ModelNotFound
 
 from ..base import InfoRoute, Reply
 
-__all__ = ["list_models", "get_model", "ROUTES"]
+__all__ = ["ROUTES", "get_model", "list_models"]
 
 
 def _card(card: ModelCard) -> dict[str, Any]:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
-from typing import Any
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from .events import EmbeddingResult, EngineEvent
+from .memory import MemoryEstimate
 from .requests import EmbeddingRequest, GenerationRequest
 
 __all__ = ["Engine", "EngineHealth"]
@@ -28,6 +28,9 @@ class EngineHealth:
 class Engine(Protocol):
     """Runs one model. Errors are raised as `asgi_llm.core.errors.LLMError`.
 
+    The pool reads `progress`, `waiting`, `memory`, `health()` and `describe()` from the event
+    loop: they answer at once (a plain attribute satisfies a read-only property here).
+
     `generate` raises request errors (context overflow, bad params) on the first
     `__anext__`, before any event, so a server can still answer with an error status.
     Closing the iterator early cancels the generation.
@@ -38,6 +41,22 @@ class Engine(Protocol):
 
     @property
     def context_length(self) -> int: ...
+
+    @property
+    def progress(self) -> float:
+        """How far a load has read the weights, 0 to 1 (read while it loads, for /health)."""
+        ...
+
+    @property
+    def waiting(self) -> int:
+        """Requests queued behind those being generated (for metrics); 0 where nothing queues here."""
+        ...
+
+    @property
+    def memory(self) -> MemoryEstimate | None:
+        """What the loaded model holds (llama.cpp's allocations, per GPU), for the model lists;
+        None before a load, or where nothing is held here (an upstream)."""
+        ...
 
     def health(self) -> EngineHealth:
         """Read from the event loop by /health, the model list and metrics."""

@@ -4,25 +4,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Literal
 
 __all__ = [
-    "FinishReason",
-    "Usage",
-    "TopLogprob",
-    "TokenLogprob",
-    "TextDelta",
-    "ReasoningDelta",
-    "ToolCallStart",
-    "ToolCallDelta",
-    "ToolCallEnd",
+    "Embedding",
+    "EmbeddingResult",
+    "EngineEvent",
     "Finish",
+    "FinishReason",
     "GenerationEvent",
     "PromptRead",
     "Queued",
-    "EngineEvent",
-    "Embedding",
-    "EmbeddingResult",
+    "ReasoningDelta",
+    "TextDelta",
+    "TokenLogprob",
+    "ToolCallDelta",
+    "ToolCallEnd",
+    "ToolCallStart",
+    "TopLogprob",
+    "Usage",
     "total_usage",
 ]
 
@@ -115,7 +115,7 @@ class Finish:
     stop_sequence: str | None = None
 
 
-GenerationEvent = Union[TextDelta, ReasoningDelta, ToolCallStart, ToolCallDelta, ToolCallEnd, Finish]
+GenerationEvent = TextDelta | ReasoningDelta | ToolCallStart | ToolCallDelta | ToolCallEnd | Finish
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ class Queued:
     waited: float = 0.0
 
 
-EngineEvent = Union[GenerationEvent, PromptRead, Queued]
+EngineEvent = GenerationEvent | PromptRead | Queued
 """What an engine yields: the generation, and where it knows them early, prompt reads and waits."""
 
 

@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Mapping
-from typing import Any, Literal, Union
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 __all__ = [
-    "Role",
-    "ToolCall",
-    "ToolSpec",
-    "ToolChoice",
-    "OutputFormat",
-    "Message",
-    "SamplingParams",
-    "Reasoning",
     "ChatRequest",
     "CompletionRequest",
     "EmbeddingRequest",
     "GenerationRequest",
+    "Message",
+    "OutputFormat",
+    "Reasoning",
+    "Role",
+    "SamplingParams",
     "TokenIds",
+    "ToolCall",
+    "ToolChoice",
+    "ToolSpec",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -44,7 +44,7 @@ class ToolSpec:
     parameters: Mapping[str, Any] = field(default_factory=dict)
 
 
-ToolChoice = Union[Literal["auto", "none", "required"], str]
+ToolChoice = Literal["auto", "none", "required"] | str
 """`auto`, `none`, `required` (some tool), or the name of the one tool to call."""
 
 
@@ -148,4 +148,4 @@ class EmbeddingRequest:
     truncate: bool = False
 
 
-GenerationRequest = Union[ChatRequest, CompletionRequest]
+GenerationRequest = ChatRequest | CompletionRequest

@@ -10,17 +10,18 @@ from ..config import ModelConfig
 from ..core import (
     EmbeddingRequest,
     EmbeddingResult,
-    Finish,
     EngineEvent,
+    Finish,
     FinishReason,
-    PromptRead,
     GenerationRequest,
     LLMError,
+    PromptRead,
     TextDelta,
     Usage,
 )
 from ..core.engine import EngineHealth
 from ..core.events import Embedding
+from ..core.memory import MemoryEstimate
 from .inference_thread import InferenceThread
 
 __all__ = ["FakeEngine"]
@@ -45,6 +46,9 @@ class FakeEngine:
         self.closed = False
         self.state = EngineHealth()
         """What `health` reports: set it to a stalled one to see how the rest reacts."""
+        self.progress = 0.0  # how far `load` has got, as /health shows it: set it from a slow load
+        self.waiting = 0  # requests queued, as metrics show them
+        self.memory: MemoryEstimate | None = None  # what the model lists show it holds once loaded
 
     @property
     def supports_embeddings(self) -> bool:

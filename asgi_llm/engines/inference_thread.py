@@ -1,7 +1,7 @@
 """The one thread that makes every model call.
 
 llama.cpp decodes at less than half speed as soon as its calls come from more than
-one thread (measured; see DESIGN.md), so nothing here uses a thread pool. Calls
+one thread (measured; see ARCHITECTURE.md), so nothing here uses a thread pool. Calls
 arrive through a queue; steppers (a model's batch scheduler) get one `step()` per
 turn while they have work, so a short call such as tokenizing never waits for a
 long generation to finish.
@@ -256,7 +256,7 @@ class InferenceThread:
             return
         try:
             job.future.set_result(job.fn())
-        except BaseException as exc:  # delivered to the awaiting coroutine
+        except BaseException as exc:  # noqa: BLE001 (delivered to the awaiting coroutine)
             job.future.set_exception(exc)
 
     def _cancel_all(self) -> None:

@@ -11,13 +11,12 @@ split across devices the way llama.cpp splits them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
 
-from ..config import ModelConfig
+from ..config import ModelConfig, Settings
 from ..core.catalog import ModelFacts
+from ..core.memory import MemoryEstimate  # the estimate's type, which engines also report once loaded
 
-__all__ = ["MemoryEstimate", "device_shares", "estimate_memory", "prompt_cache_bytes"]
+__all__ = ["MemoryEstimate", "device_shares", "estimate_memory", "kv_refusal", "prompt_cache_bytes"]
 
 _KV_BYTES = {
     "f32": 4.0,
@@ -31,41 +30,6 @@ _KV_BYTES = {
     "q5_1": 24 / 32,
 }
 _COMPUTE_FLOOR = 16 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class MemoryEstimate:
-    """Bytes a loaded model holds: its weights, its KV cache, its compute buffers, and at most
-    its prompt cache (set-aside sequence caches, in host memory); `gpu` is how much of that
-    total is on each GPU (by device index), the rest (`ram`) in host memory."""
-
-    weights: int = 0
-    kv_cache: int = 0
-    compute: int = 0
-    gpu: tuple[int, ...] = ()
-    prompt_cache: int = 0
-
-    @property
-    def total(self) -> int:
-        return self.weights + self.kv_cache + self.compute + self.prompt_cache
-
-    @property
-    def ram(self) -> int:
-        return self.total - sum(self.gpu)
-
-    def on_gpu(self, device: int) -> int:
-        return self.gpu[device] if device < len(self.gpu) else 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "weights": self.weights,
-            "kv_cache": self.kv_cache,
-            "compute": self.compute,
-            "prompt_cache": self.prompt_cache,
-            "total": self.total,
-            "ram": self.ram,
-            "gpu": list(self.gpu),
-        }
 
 
 def _int(metadata: Mapping[str, str | int | float | bool], key: str, default: int = 0) -> int:
@@ -128,6 +92,36 @@ def estimate_memory(config: ModelConfig, facts: ModelFacts, file_size: int, *, g
     return MemoryEstimate(
         weights=file_size + copied, kv_cache=kv_cache, compute=compute, gpu=gpu, prompt_cache=prompt_cache_bytes(config)
     )
+
+
+def kv_refusal(config: ModelConfig, facts: ModelFacts, settings: Settings) -> str | None:
+    """Why `config`'s KV cache alone can never fit `settings`' budgets, with the figures, or None.
+    The KV cache grows with `parallel` × `n_ctx`: such a configuration is refused when it is read,
+    where a model whose weights make it too big is refused (507) only when asked to load."""
+    gpus = len(settings.gpu_memory_budget or ()) or 1
+    kv_cache = estimate_memory(config, facts, 0, gpus=gpus).kv_cache
+    layers = _int(facts.metadata, f"{facts.architecture}.block_count")
+    share = _offloaded(config, facts, 0, layers)[2]
+    on_gpus = [int(kv_cache * share * part) for part in device_shares(config, gpus)] if share else []
+    places = [("memory_budget", settings.memory_budget, kv_cache - sum(on_gpus), "RAM")]
+    places += [
+        (f"gpu_memory_budget[{device}]", budget, on_gpus[device] if device < len(on_gpus) else 0, f"GPU {device}")
+        for device, budget in enumerate(settings.gpu_memory_budget or ())
+    ]
+    for name, budget, held, where in places:
+        if budget is not None and held > budget:
+            per_sequence = config.n_ctx or _int(facts.metadata, f"{facts.architecture}.context_length", 4096)
+            return (
+                f"model {config.id!r}: its KV cache (parallel = {config.parallel} sequences of {per_sequence} positions"
+                f"{' and an embedding context' if config.embeddings else ''}) needs {held} bytes ({_gib(held)}) of "
+                f"{where}, more than {name} = {budget} bytes ({_gib(budget)}); lower parallel or n_ctx, or store the "
+                "cache in fewer bits (type_k, type_v)"
+            )
+    return None
+
+
+def _gib(size: int) -> str:
+    return f"{size / 1024**3:.2f} GiB"
 
 
 def prompt_cache_bytes(config: ModelConfig) -> int:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..core import InvalidRequest, PayloadTooLarge
 from .asgi import Message, Receive, Scope, header
-from .context import BODY, request_state
+from .context import request_context
 
 __all__ = ["MAX_NESTING", "ClientGone", "decode_json", "json_body", "peek_json", "read_body"]
 
@@ -122,11 +122,10 @@ def _check_shape(data: Any, *, strings: bool) -> None:
 
 async def json_body(scope: Scope, receive: Receive, limit: int) -> dict[str, Any]:
     """The request's JSON object: as an outer layer decoded it, or read and decoded now."""
-    state = request_state(scope)
-    if BODY not in state:
-        state[BODY] = decode_json(await read_body(scope, receive, limit))
-    body: dict[str, Any] = state[BODY]
-    return body
+    context = request_context(scope)
+    if context.body is None:
+        context.body = decode_json(await read_body(scope, receive, limit))
+    return context.body
 
 
 async def peek_json(scope: Scope, receive: Receive, limit: int) -> tuple[dict[str, Any] | None, Receive]:

@@ -1,9 +1,11 @@
-"""What the layers share about one request, kept in `scope["state"]` under `asgi_llm.*` names.
+"""What the layers share about one request: one `RequestContext`, in `scope["state"]` under `CONTEXT`.
 
-`LLMApp` classifies each request (protocol, route, error envelope) before its layers run and
-leaves a `RequestInfo` there; a layer wrapped around any other ASGI app classifies with the
-`classify` it was given, or plainly. The endpoint reports tokens into the request's `Meter`
-and honours a `max_tokens` cap left by the limits layer.
+`LLMApp` fills it in when a request arrives (its route match and `RequestInfo`: protocol, route,
+error envelope); a layer wrapped around any other ASGI app classifies with the `classify` it was
+given, or plainly. The auth layer names the caller, the limits layer caps the tokens, the body is
+decoded into it once, and the endpoint reports tokens into its `Meter`. The request's id, and the
+`x-request-id` header that carries it, are owned here: `with_request_id_header` is the one
+`send` wrapper that adds it.
 """
 
 from __future__ import annotations
@@ -16,31 +18,29 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import Finish, GenerationEvent, LLMError, RetryLater, Unauthorized, Usage
+from ..core.policy import KeyInfo
+from ..wire import openai_error
 from .asgi import Message, Scope, Send, header, send_json
-from .routing import route_path
+from .routing import Match, route_path
 
 __all__ = [
-    "BODY",
-    "IN_PROCESS",
+    "CONTEXT",
     "KEY",
     "KEY_INFO",
-    "MAX_TOKENS",
-    "REQUEST",
-    "REQUEST_ID",
-    "USAGE",
     "Classify",
     "InProcessCall",
     "Meter",
     "Reply",
+    "RequestContext",
     "RequestInfo",
-    "in_process",
+    "attach",
+    "identify",
     "meter_of",
     "new_request_id",
     "plain_request",
     "render_plain_error",
-    "request_id",
+    "request_context",
     "request_info",
-    "request_state",
     "send_error",
     "tag_plain_error",
     "with_request_id_header",
@@ -49,22 +49,13 @@ __all__ = [
 Reply = tuple[int, Any]
 """A status and a JSON-able body: what a protocol's `render_error` gives."""
 
-REQUEST = "asgi_llm.request"
-"""The request's `RequestInfo`."""
+CONTEXT = "asgi_llm.context"
+"""The `scope["state"]` key of the request's `RequestContext`."""
 KEY = "asgi_llm.key"
-"""The authenticated key's *name* (never the key itself); absent on public routes and without auth."""
+"""For the host's own code inside the layers: the authenticated key's *name* (never the key);
+absent on public routes and without auth. Our layers read `RequestContext.key` instead."""
 KEY_INFO = "asgi_llm.key_info"
-"""The authenticated key's `KeyInfo`: its name, allow-lists and limits."""
-USAGE = "asgi_llm.usage"
-"""The request's `Meter`, filled in by the endpoint."""
-REQUEST_ID = "asgi_llm.request_id"
-"""The request's id (`x-request-id`): the client's, when it sent a usable one, or a new one."""
-BODY = "asgi_llm.body"
-"""The decoded JSON body, once a layer has read it (see `http.body`): decoded once per request."""
-MAX_TOKENS = "asgi_llm.max_tokens"
-"""A cap on generated tokens the endpoint applies to the parsed request (limits layer)."""
-IN_PROCESS = "asgi_llm.in_process"
-"""The `InProcessCall` of a request made by host code in this process (`LLMApp.client`)."""
+"""For the host's own code inside the layers: the authenticated key's `KeyInfo`."""
 
 
 @dataclass
@@ -93,31 +84,39 @@ class RequestInfo:
     """A model name or alias → its canonical id (plain apps: the name itself), or None when unknown."""
     tag_error: Callable[[Any, str], Any] = field(default=lambda body, request_id: tag_plain_error(body, request_id))
     """An error body with the request's id put where the protocol's clients tolerate it."""
+    request_id_header: str | None = None
+    """Where this protocol's own servers send the request id, beside `x-request-id`."""
 
 
 Classify = Callable[[Scope], RequestInfo]
 
 
-def render_plain_error(error: LLMError) -> Reply:
-    """An OpenAI-shaped envelope, for layers around apps that have no protocol of their own."""
-    return error.status, {
-        "error": {"message": error.message, "type": error.code, "param": error.param, "code": error.code}
-    }
+@dataclass
+class RequestContext:
+    """Everything the layers and the endpoint share about one request, in one typed place."""
+
+    request_id: str
+    """The id this request goes by in responses, usage records and logs: the client's
+    `x-request-id` when it is a plain token of up to 128 characters, else a new `req_…`."""
+    info: RequestInfo | None = None
+    """How the app sees the request (`request_info`); a layer may rename its `endpoint`."""
+    match: Match[Any] | None = None
+    """`LLMApp`'s route match, made once when the request arrives, for its endpoint."""
+    key: KeyInfo | None = None
+    """The authenticated caller (`identify`); None on public routes and without auth."""
+    body: dict[str, Any] | None = None
+    """The decoded JSON body, once a layer has read it (see `http.body`): decoded once per request."""
+    meter: Meter | None = None
+    """The request's tokens, filled in by the endpoint; placed by the outermost layer that reads it."""
+    max_tokens: int | None = None
+    """A cap on generated tokens the endpoint applies to the parsed request (limits layer)."""
+    in_process: InProcessCall | None = None
+    """Set for a request made by host code in this process (`LLMApp.client`); None over HTTP."""
+    id_header: bool = False
+    """Whether a `send` wrapper already adds `x-request-id` (see `with_request_id_header`)."""
 
 
-def tag_plain_error(body: Any, request_id: str) -> Any:
-    """The request id inside the OpenAI-shaped error object (see `render_plain_error`)."""
-    if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        return {**body, "error": {**body["error"], "request_id": request_id}}
-    return body
-
-
-def plain_request(scope: Scope) -> RequestInfo:
-    path = route_path(scope)
-    return RequestInfo(protocol="http", path=path, endpoint=path, render_error=render_plain_error)
-
-
-def request_state(scope: Scope) -> MutableMapping[str, Any]:
+def _state(scope: Scope) -> MutableMapping[str, Any]:
     """The per-request state dict (servers copy the lifespan state into each request's scope)."""
     state: MutableMapping[str, Any] = scope.setdefault("state", {})
     return state
@@ -126,50 +125,82 @@ def request_state(scope: Scope) -> MutableMapping[str, Any]:
 _USABLE_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
-def request_id(scope: Scope) -> str:
-    """The id this request goes by in responses, usage records and logs: the client's
-    `x-request-id` when it is a plain token of up to 128 characters, else a new `req_…`."""
-    state = request_state(scope)
-    found: str | None = state.get(REQUEST_ID)
-    if found is None:
+def request_context(scope: Scope) -> RequestContext:
+    """The request's context, made by the first part to ask (the id read from the request then)."""
+    state = _state(scope)
+    context: RequestContext | None = state.get(CONTEXT)
+    if context is None:
         given = header(scope, b"x-request-id") or ""
-        found = state[REQUEST_ID] = given if _USABLE_ID.fullmatch(given) else new_request_id()
-    return found
+        context = state[CONTEXT] = RequestContext(given if _USABLE_ID.fullmatch(given) else new_request_id())
+    return context
+
+
+def attach(scope: Scope, context: RequestContext) -> None:
+    """`context`, made beforehand (a request from host code), becomes the request's."""
+    _state(scope)[CONTEXT] = context
+    identify(scope, context.key)
+
+
+def identify(scope: Scope, key: KeyInfo | None) -> None:
+    """The request's caller, for the layers inside; its name and `KeyInfo` also go under `KEY`
+    and `KEY_INFO`, where the host's own code reads them."""
+    request_context(scope).key = key
+    if key is not None:
+        state = _state(scope)
+        state[KEY], state[KEY_INFO] = key.name, key
 
 
 def new_request_id() -> str:
     return f"req_{uuid.uuid4().hex[:24]}"
 
 
-def in_process(scope: Scope) -> InProcessCall | None:
-    """The request's `InProcessCall`; None for every request that came over HTTP."""
-    call: InProcessCall | None = request_state(scope).get(IN_PROCESS)
-    return call
+def render_plain_error(error: LLMError) -> Reply:
+    """OpenAI's envelope, for layers around apps that have no protocol of their own."""
+    return error.status, openai_error.error_body(error.status, error.message, error.param, error.code)
 
 
-def with_request_id_header(send: Send, request_id: str, also: str | None = None) -> Send:
-    """`send` that gives the response's start an `x-request-id` (unless it has one), and the
-    same id under the protocol's own header name `also`."""
-    names = [b"x-request-id", *([also.encode("latin-1")] if also else [])]
+def tag_plain_error(body: Any, request_id: str) -> Any:
+    """The request id inside OpenAI's error object (see `render_plain_error`)."""
+    return openai_error.tag_error(body, request_id)
+
+
+def plain_request(scope: Scope) -> RequestInfo:
+    path = route_path(scope)
+    return RequestInfo(protocol="http", path=path, endpoint=path, render_error=render_plain_error)
+
+
+def request_info(scope: Scope, classify: Classify | None = None) -> RequestInfo:
+    context = request_context(scope)
+    if context.info is None:
+        context.info = (classify or plain_request)(scope)
+    return context.info
+
+
+def with_request_id_header(scope: Scope, send: Send) -> Send:
+    """`send` that gives the response's start the request's `x-request-id` (unless it has one)
+    and the same id under the protocol's own header name (`RequestInfo.request_id_header`, read
+    as the response starts). The first part to ask wraps `send`; later ones get it back as it
+    is, so however many layers ask, one wrapper adds the header."""
+    context = request_context(scope)
+    if context.id_header:
+        return send
+    context.id_header = True
 
     async def sending(message: Message) -> None:
         if message["type"] == "http.response.start":
-            headers = list(message.get("headers", ()))
-            present = {bytes(name).lower() for name, _ in headers}
-            added = [(name, request_id.encode("latin-1")) for name in names if name not in present]
-            message = {**message, "headers": [*headers, *added]}
+            message = _with_id_headers(message, context)
         await send(message)
 
     return sending
 
 
-def request_info(scope: Scope, classify: Classify | None = None) -> RequestInfo:
-    state = request_state(scope)
-    info: RequestInfo | None = state.get(REQUEST)
-    if info is None:
-        info = (classify or plain_request)(scope)
-        state[REQUEST] = info
-    return info
+def _with_id_headers(message: Message, context: RequestContext) -> Message:
+    also = context.info.request_id_header if context.info is not None else None
+    names = [b"x-request-id", *([also.encode("latin-1")] if also else [])]
+    headers = list(message.get("headers", ()))
+    present = {bytes(name).lower() for name, _ in headers}
+    added = [(name, context.request_id.encode("latin-1")) for name in names if name not in present]
+    return {**message, "headers": [*headers, *added]}
 
 
 async def send_error(
@@ -177,11 +208,11 @@ async def send_error(
 ) -> None:
     """The error in the calling protocol's envelope with the request's id in it, and
     `Retry-After` / `WWW-Authenticate` where they apply."""
-    call = in_process(scope)
-    if call is not None:
-        call.error = error
+    context = request_context(scope)
+    if context.in_process is not None:
+        context.in_process.error = error
     status, body = info.render_error(error)
-    body = info.tag_error(body, request_id(scope))
+    body = info.tag_error(body, context.request_id)
     headers = list(headers)
     if isinstance(error, RetryLater):
         headers.append(("retry-after", str(error.retry_after)))
@@ -238,8 +269,7 @@ def _add(a: Usage, b: Usage) -> Usage:
 
 def meter_of(scope: Scope, timer: Callable[[], float] = time.perf_counter) -> Meter:
     """The request's meter, placed by the outermost layer that needs one."""
-    state = request_state(scope)
-    meter: Meter | None = state.get(USAGE)
-    if meter is None:
-        meter = state[USAGE] = Meter(timer)
-    return meter
+    context = request_context(scope)
+    if context.meter is None:
+        context.meter = Meter(timer)
+    return context.meter

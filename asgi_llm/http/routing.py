@@ -9,7 +9,7 @@ from typing import Generic, TypeVar
 
 from .asgi import Scope
 
-__all__ = ["Router", "Match", "route_path"]
+__all__ = ["Match", "Router", "route_path"]
 
 T = TypeVar("T")
 _PARAM = re.compile(r"\{(\w+)(?::path)?\}")

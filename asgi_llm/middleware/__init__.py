@@ -5,14 +5,15 @@ its own list) and classifies every request first, so the layers answer in the ca
 protocol's error envelope.
 """
 
+from asgi_llm.core.policy import KeyInfo, Limits
+from asgi_llm.http.context import KEY, KEY_INFO, Classify, Meter, RequestContext, RequestInfo, request_context
+
 from .auth import AuthMiddleware
-from asgi_llm.http.context import KEY, KEY_INFO, MAX_TOKENS, REQUEST, USAGE, Classify, Meter, RequestInfo
+from .keyring import KeyExists, StoredKey
 from .keys import KeyStore, Verifier
 from .ledger import Ledger
 from .limits import BudgetStore, Limiter, LimitsMiddleware, MemoryBudgets
 from .metrics import Metrics, MetricsMiddleware
-from .policy import KeyInfo, Limits
-from .keyring import KeyExists, StoredKey
 from .sinks import JSONLinesSink, LoggingSink
 from .sqlite_keys import SQLiteKeys
 from .usage import Sink, UsageMiddleware, UsageRecord
@@ -20,9 +21,6 @@ from .usage import Sink, UsageMiddleware, UsageRecord
 __all__ = [
     "KEY",
     "KEY_INFO",
-    "MAX_TOKENS",
-    "REQUEST",
-    "USAGE",
     "AuthMiddleware",
     "BudgetStore",
     "Classify",
@@ -39,6 +37,7 @@ __all__ = [
     "Meter",
     "Metrics",
     "MetricsMiddleware",
+    "RequestContext",
     "RequestInfo",
     "SQLiteKeys",
     "Sink",
@@ -46,4 +45,5 @@ __all__ = [
     "UsageMiddleware",
     "UsageRecord",
     "Verifier",
+    "request_context",
 ]

@@ -15,9 +15,7 @@ from typing import Any, Protocol
 from asgi_llm.core import Forbidden, InvalidRequest, LLMError
 from asgi_llm.http.asgi import ASGIApp, Receive, Scope, Send, send_json
 from asgi_llm.http.body import json_body
-from asgi_llm.http.context import KEY_INFO, REQUEST, Classify, request_info, request_state, send_error
-
-from .policy import KeyInfo
+from asgi_llm.http.context import Classify, request_context, request_info, send_error
 
 __all__ = ["ADMIN_PATHS", "AdminMiddleware", "Residency"]
 
@@ -60,15 +58,14 @@ class AdminMiddleware:
         if handler is None:
             await self.app(scope, receive, send)
             return
-        state = request_state(scope)
-        state[REQUEST] = dataclasses.replace(info, endpoint=info.path)
-        key: KeyInfo | None = state.get(KEY_INFO)
+        context = request_context(scope)
+        context.info = info = dataclasses.replace(info, endpoint=info.path)
         try:
-            if key is not None and not key.operator:
+            if context.key is not None and not context.key.operator:
                 raise Forbidden(_OPERATORS_ONLY)
             await send_json(send, 200, await handler(scope, receive))
         except LLMError as error:
-            await send_error(scope, send, state[REQUEST], error)
+            await send_error(scope, send, info, error)
 
     async def _model(self, scope: Scope, receive: Receive, extra: tuple[str, ...] = ()) -> tuple[str, dict[str, Any]]:
         body = await json_body(scope, receive, self._limit)

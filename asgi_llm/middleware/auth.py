@@ -2,8 +2,9 @@
 
 Keys arrive as `Authorization: Bearer KEY` (OpenAI, Ollama clients) or `x-api-key: KEY`
 (Anthropic clients). A missing or unknown key is a 401, a key used outside its protocol or
-model allow-list a 403, each in the calling protocol's error envelope. The key's *name* (never
-the key) goes into `scope["state"]["asgi_llm.key"]` for the layers inside.
+model allow-list a 403, each in the calling protocol's error envelope. The key's `KeyInfo` goes
+into the request's `RequestContext` for the layers inside, and its *name* (never the key) into
+`scope["state"]["asgi_llm.key"]` for the host's own code.
 """
 
 from __future__ import annotations
@@ -13,20 +14,12 @@ from collections.abc import Collection
 from typing import Any
 
 from asgi_llm.core import Forbidden, InternalError, LLMError, Unauthorized
+from asgi_llm.core.policy import KeyInfo
 from asgi_llm.http.asgi import ASGIApp, Receive, Scope, Send, header
 from asgi_llm.http.body import peek_json
-from asgi_llm.http.context import (
-    KEY,
-    KEY_INFO,
-    Classify,
-    RequestInfo,
-    in_process,
-    request_info,
-    request_state,
-    send_error,
-)
+from asgi_llm.http.context import Classify, RequestInfo, identify, request_context, request_info, send_error
+
 from .keys import Verifier
-from .policy import KeyInfo
 
 __all__ = ["AuthMiddleware", "presented_key"]
 
@@ -63,7 +56,7 @@ class AuthMiddleware:
     ) -> None:
         self.app = app
         self._verify = verify
-        self._public = frozenset("/" + p.strip("/") for p in public)
+        self.public = frozenset("/" + p.strip("/") for p in public)  # read by the app's OpenAPI document
         self._classify = classify
         self._limit = max_body_bytes
 
@@ -72,20 +65,20 @@ class AuthMiddleware:
             await self.app(scope, receive, send)
             return
         info = request_info(scope, self._classify)
-        if info.path in self._public:
+        if info.path in self.public:
             await self.app(scope, receive, send)
             return
-        state = request_state(scope)
+        context = request_context(scope)
         identity: KeyInfo | None
-        if in_process(scope) is not None:  # host code in this process named its identity (`LLMApp.client`)
-            identity = state.get(KEY_INFO)
+        if context.in_process is not None:  # host code in this process named its identity (`LLMApp.client`)
+            identity = context.key
         else:
             try:
                 identity = await self._identify(scope, info)
             except LLMError as error:
                 await _refuse(scope, send, info, error)
                 return
-            state[KEY], state[KEY_INFO] = identity.name, identity
+            identify(scope, identity)
         if (
             identity is not None
             and identity.models is not None
@@ -108,7 +101,7 @@ class AuthMiddleware:
             identity = await self._verify(key)
         except LLMError:
             raise
-        except Exception as exc:  # the host's verifier; its message might hold the key
+        except Exception as exc:  # noqa: BLE001 (the host's verifier; its message might hold the key)
             log.error("the API key verifier raised %s", type(exc).__name__)
             raise InternalError("The server could not check the API key.") from None
         if identity is None:

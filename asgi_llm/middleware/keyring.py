@@ -18,8 +18,7 @@ import secrets
 from dataclasses import dataclass
 
 from asgi_llm.core import Unauthorized
-
-from .policy import KeyInfo, Limits
+from asgi_llm.core.policy import KeyInfo, Limits
 
 __all__ = ["KEY_PREFIX", "KeyExists", "StoredKey", "hash_key", "identity_of", "new_key", "parse_expiry"]
 

@@ -11,7 +11,7 @@ import hashlib
 import hmac
 from collections.abc import Awaitable, Callable, Iterable
 
-from .policy import KeyInfo
+from asgi_llm.core.policy import KeyInfo
 
 __all__ = ["KeyStore", "Verifier"]
 

@@ -23,11 +23,11 @@ from typing import Protocol
 import anyio
 
 from asgi_llm.core import LLMError, QuotaExhausted, RateLimited
+from asgi_llm.core.policy import KeyInfo, Limits
 from asgi_llm.http.asgi import ASGIApp, Message, Receive, Scope, Send
+from asgi_llm.http.context import Classify, meter_of, request_context, request_info, send_error
 
-from asgi_llm.http.context import KEY, KEY_INFO, MAX_TOKENS, Classify, meter_of, request_info, request_state, send_error
 from .ledger import DAY
-from .policy import KeyInfo, Limits
 from .quota import Quota, quota_headers, tightest
 
 __all__ = ["ANONYMOUS", "Admission", "BudgetStore", "Limiter", "LimitsMiddleware", "MemoryBudgets"]
@@ -277,12 +277,12 @@ class LimitsMiddleware:
         if info is None or info.path in self._exempt:
             await self.app(scope, receive, send)
             return
-        state = request_state(scope)
-        limits = self.limiter.limits_for(state.get(KEY_INFO))
+        context = request_context(scope)
+        limits = self.limiter.limits_for(context.key)
         if limits.unlimited:
             await self.app(scope, receive, send)
             return
-        key: str = state.get(KEY) or ANONYMOUS
+        key = ANONYMOUS if context.key is None else context.key.name
         admission = await self.limiter.enter(key, limits)
         if admission.refusal is not None:
             spent = isinstance(admission.refusal, QuotaExhausted)
@@ -290,7 +290,7 @@ class LimitsMiddleware:
             return
         send = _with_headers(send, admission.headers)
         if limits.max_tokens is not None:
-            state[MAX_TOKENS] = limits.max_tokens
+            context.max_tokens = limits.max_tokens
         meter = meter_of(scope)
         try:
             await self.app(scope, receive, send)

@@ -13,9 +13,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 from asgi_llm.core import EngineHealth, Forbidden
 from asgi_llm.http.asgi import ASGIApp, Receive, Scope, Send
-from asgi_llm.http.context import KEY_INFO, REQUEST, Classify, request_info, request_state, send_error
+from asgi_llm.http.context import Classify, request_context, request_info, send_error
 
-from .policy import KeyInfo
 from .prometheus import CONTENT_TYPE, Counter, Gauge, Histogram
 from .usage import UsageRecord
 
@@ -149,7 +148,7 @@ class MetricsMiddleware:
     ) -> None:
         self.app = app
         self.metrics = metrics
-        self._path = "/" + path.strip("/")
+        self.path = "/" + path.strip("/")  # read by the app's OpenAPI document
         self._classify = classify
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -157,10 +156,10 @@ class MetricsMiddleware:
             await self.app(scope, receive, send)
             return
         info = request_info(scope, self._classify)
-        if info.path == self._path and scope["method"] == "GET":
-            state = request_state(scope)
-            state[REQUEST] = dataclasses.replace(info, endpoint=self._path)
-            key: KeyInfo | None = state.get(KEY_INFO)
+        if info.path == self.path and scope["method"] == "GET":
+            context = request_context(scope)
+            context.info = dataclasses.replace(info, endpoint=self.path)
+            key = context.key
             if key is not None and not key.operator:  # the page names every key and its usage
                 await send_error(scope, send, info, Forbidden(_OPERATORS_ONLY))
             else:

@@ -13,10 +13,10 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from asgi_llm.core.policy import KeyInfo, Limits
 from asgi_llm.storage.sqlite import SQLiteFile
 
 from .keyring import KEY_PREFIX, KeyExists, StoredKey, hash_key, identity_of, new_key
-from .policy import KeyInfo, Limits
 
 __all__ = ["SQLiteKeys"]
 

@@ -19,8 +19,14 @@ from typing import Any
 import anyio
 
 from asgi_llm.http.asgi import ASGIApp, Message, Receive, Scope, Send
-
-from asgi_llm.http.context import KEY, Classify, Meter, meter_of, request_id, request_info, request_state
+from asgi_llm.http.context import (
+    Classify,
+    Meter,
+    meter_of,
+    request_context,
+    request_info,
+    with_request_id_header,
+)
 
 __all__ = ["Sink", "UsageMiddleware", "UsageRecord"]
 
@@ -67,12 +73,10 @@ Sink = Callable[[UsageRecord], Awaitable[None] | None]
 
 
 class _Exchange:
-    """One request's response as seen on the wire: status, completion, disconnect; its start
-    gains the request's `x-request-id` (unless the app inside set one)."""
+    """One request's response as seen on the wire: status, completion, disconnect."""
 
-    def __init__(self, receive: Receive, send: Send, request_id: str) -> None:
+    def __init__(self, receive: Receive, send: Send) -> None:
         self._receive, self._send = receive, send
-        self.request_id = request_id
         self.status: int | None = None
         self.complete = False
         self.disconnected = False
@@ -86,9 +90,6 @@ class _Exchange:
     async def send(self, message: Message) -> None:
         if message["type"] == "http.response.start":
             self.status = int(message["status"])
-            headers = list(message.get("headers", ()))
-            if not any(bytes(name).lower() == b"x-request-id" for name, _ in headers):
-                message = {**message, "headers": [*headers, (b"x-request-id", self.request_id.encode("latin-1"))]}
         elif message["type"] == "http.response.body" and not message.get("more_body", False):
             self.complete = True
         try:
@@ -129,7 +130,7 @@ class UsageMiddleware:
             return
         started, began = self._clock(), self._timer()
         meter = meter_of(scope, self._timer)
-        exchange = _Exchange(receive, send, request_id(scope))
+        exchange = _Exchange(receive, with_request_id_header(scope, send))  # unless a part outside adds it
         try:
             await self.app(scope, exchange.receive, exchange.send)
         except anyio.get_cancelled_exc_class():  # the server (or in-process caller) gave up on the request
@@ -142,12 +143,13 @@ class UsageMiddleware:
 
     def _record(self, scope: Scope, meter: Meter, exchange: _Exchange, started: float, began: float) -> UsageRecord:
         info = request_info(scope)  # re-read: an inner layer may have named the endpoint
+        context = request_context(scope)
         usage = meter.total
         first = meter.first_token_at
         return UsageRecord(
             id=uuid.uuid4().hex,
             started=started,
-            key=request_state(scope).get(KEY),
+            key=None if context.key is None else context.key.name,
             protocol=info.protocol,
             endpoint=info.endpoint,
             method=str(scope.get("method", "")),
@@ -159,7 +161,7 @@ class UsageMiddleware:
             duration=max(self._timer() - began, 0.0),
             status=meter.failed or exchange.final_status(),  # a stream's error event, past its 200
             disconnected=exchange.disconnected,
-            request_id=exchange.request_id,
+            request_id=context.request_id,
         )
 
     async def _emit(self, record: UsageRecord) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, TypedDict
 
-
 __all__ = [
     "ChatCompletion",
     "ChatCompletionChunk",
@@ -17,8 +16,8 @@ __all__ = [
     "Choice",
     "ChunkChoice",
     "ChunkDelta",
-    "ChunkToolCall",
     "ChunkFunction",
+    "ChunkToolCall",
     "FunctionCall",
     "FunctionDefinition",
     "JsonSchemaFormat",

@@ -9,7 +9,7 @@ from django.conf import settings as django_settings
 from django.core.checks import CheckMessage, Error, Warning, register
 
 from ...config import DefaultModelMissing, ModelConfig, default_model_path
-from .conf import InvalidSetting, parse_options
+from .conf import InvalidSetting, Options, parse_options
 
 __all__ = ["check_settings"]
 
@@ -25,12 +25,18 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         for model in options.settings.models
         if (problem := _file_problem(model))
     ]
-    if not options.api_keys and not django_settings.DEBUG:
+    if not _asks_for_keys(options) and not django_settings.DEBUG:
         hint = 'Set ASGI_LLM["API_KEYS"]; anyone who can reach the server can use the models.'
         messages.append(
             Warning("The LLM API has no API keys while DEBUG is off.", hint=hint, obj="ASGI_LLM", id="asgi_llm.W001")
         )
     return messages
+
+
+def _asks_for_keys(options: Options) -> bool:
+    """Whether every request needs a key: keys in the setting, a keys file or database of
+    asgi_llm's own, or the APIKey table (`DATABASE_KEYS`, though it may be empty yet)."""
+    return options.database_keys or options.settings.auth_enabled
 
 
 def _file_problem(model: ModelConfig) -> str | None:

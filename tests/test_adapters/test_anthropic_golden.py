@@ -19,12 +19,16 @@ import pytest
 from anthropic.types import Message, ModelInfo, RawMessageStreamEvent
 from pydantic import TypeAdapter
 
+from asgi_llm.adapters.anthropic import ANTHROPIC
 from asgi_llm.adapters.anthropic import (
     messages as anthropic_messages,
+)
+from asgi_llm.adapters.anthropic import (
     models as anthropic_models,
+)
+from asgi_llm.adapters.anthropic import (
     stream as anthropic_stream,
 )
-from asgi_llm.adapters.anthropic import ANTHROPIC
 from asgi_llm.adapters.anthropic.common import render_error
 from asgi_llm.adapters.base import InfoContext, Meta, Parsed
 from asgi_llm.core import GenerationEvent, LLMError, ModelCard

@@ -10,12 +10,16 @@ from anthropic.types import RawMessageStreamEvent
 from anthropic.types.shared import ErrorResponse
 from pydantic import TypeAdapter
 
+from asgi_llm.adapters.anthropic import ANTHROPIC
 from asgi_llm.adapters.anthropic import (
     common as anthropic_common,
+)
+from asgi_llm.adapters.anthropic import (
     messages as anthropic_messages,
+)
+from asgi_llm.adapters.anthropic import (
     stream as anthropic_stream,
 )
-from asgi_llm.adapters.anthropic import ANTHROPIC
 from asgi_llm.adapters.base import Meta
 from asgi_llm.core import (
     ContextOverflow,

@@ -6,8 +6,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from asgi_llm.adapters.openai import chat as openai_chat
 from asgi_llm.adapters.base import Meta
+from asgi_llm.adapters.openai import chat as openai_chat
 from asgi_llm.core import Finish, GenerationEvent, TextDelta, Usage
 
 META = Meta(request_id="test", created=1700000000, model="m")

@@ -16,13 +16,19 @@ from typing import Any
 
 import pytest
 
+from asgi_llm.adapters.base import Meta, Parsed
 from asgi_llm.adapters.openai import (
     chat as openai_chat,
+)
+from asgi_llm.adapters.openai import (
     completions as openai_completions,
+)
+from asgi_llm.adapters.openai import (
     embeddings as openai_embeddings,
+)
+from asgi_llm.adapters.openai import (
     models as openai_models,
 )
-from asgi_llm.adapters.base import Meta, Parsed
 from asgi_llm.adapters.openai.common import render_error
 from asgi_llm.core import Embedding, EmbeddingResult, GenerationEvent, LLMError, ModelCard, ModelNotFound
 

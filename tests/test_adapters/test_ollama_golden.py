@@ -21,16 +21,26 @@ import ollama
 import pytest
 from pydantic import BaseModel
 
-from asgi_llm.adapters.ollama import (
-    chat as ollama_chat,
-    common as ollama_common,
-    embed as ollama_embed,
-    generate as ollama_generate,
-    models as ollama_models,
-    stream as ollama_stream,
-)
 from asgi_llm.adapters.base import Meta
 from asgi_llm.adapters.ollama import OLLAMA, render_error
+from asgi_llm.adapters.ollama import (
+    chat as ollama_chat,
+)
+from asgi_llm.adapters.ollama import (
+    common as ollama_common,
+)
+from asgi_llm.adapters.ollama import (
+    embed as ollama_embed,
+)
+from asgi_llm.adapters.ollama import (
+    generate as ollama_generate,
+)
+from asgi_llm.adapters.ollama import (
+    models as ollama_models,
+)
+from asgi_llm.adapters.ollama import (
+    stream as ollama_stream,
+)
 from asgi_llm.core import (
     Embedding,
     EmbeddingResult,

@@ -8,8 +8,14 @@ import pytest
 
 from asgi_llm.adapters.ollama import (
     chat as ollama_chat,
+)
+from asgi_llm.adapters.ollama import (
     embed as ollama_embed,
+)
+from asgi_llm.adapters.ollama import (
     generate as ollama_generate,
+)
+from asgi_llm.adapters.ollama import (
     models as ollama_models,
 )
 from asgi_llm.adapters.ollama.common import keep_alive_seconds

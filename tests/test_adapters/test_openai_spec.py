@@ -17,8 +17,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from asgi_llm.adapters.openai import chat as openai_chat
 from asgi_llm.adapters.base import Meta
+from asgi_llm.adapters.openai import chat as openai_chat
 from asgi_llm.adapters.openai.common import render_error
 from asgi_llm.core import (
     ContextOverflow,

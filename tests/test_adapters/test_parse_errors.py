@@ -8,7 +8,11 @@ import pytest
 
 from asgi_llm.adapters.openai import (
     chat as openai_chat,
+)
+from asgi_llm.adapters.openai import (
     completions as openai_completions,
+)
+from asgi_llm.adapters.openai import (
     embeddings as openai_embeddings,
 )
 from asgi_llm.core import InvalidRequest, Unsupported

@@ -16,8 +16,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from asgi_llm.adapters.openai.responses import routes as openai_responses
 from asgi_llm.adapters.base import Meta, Parsed
+from asgi_llm.adapters.openai.responses import routes as openai_responses
 from asgi_llm.core import ChatRequest, GenerationEvent, Overloaded
 
 SpecValidate = Callable[[Any, str], None]

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from asgi_llm.adapters.openai.responses import routes as openai_responses
 from asgi_llm.adapters.base import InfoContext, Meta, Parsed, StateRoute
 from asgi_llm.adapters.openai.common import render_error
+from asgi_llm.adapters.openai.responses import routes as openai_responses
 from asgi_llm.core import (
     ChatRequest,
     Finish,

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from asgi_llm.adapters.anthropic import messages as anthropic_messages
-from asgi_llm.adapters.ollama import chat as ollama_chat, generate as ollama_generate
+from asgi_llm.adapters.ollama import chat as ollama_chat
+from asgi_llm.adapters.ollama import generate as ollama_generate
 from asgi_llm.adapters.openai import chat as openai_chat
 from asgi_llm.adapters.openai.responses import routes as openai_responses
 from asgi_llm.core import InvalidRequest, OutputFormat, Unsupported

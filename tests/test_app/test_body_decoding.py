@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from asgi_llm.http.body import MAX_NESTING, decode_json
 from asgi_llm.core import InvalidRequest
+from asgi_llm.http.body import MAX_NESTING, decode_json
 
 
 def nested(levels: int) -> bytes:

@@ -12,7 +12,16 @@ import anyio
 import pytest
 from pydantic import SecretStr
 
-from asgi_llm import ApiKeyConfig, ChatResult, LimitsConfig, LLMApp, ModelConfig, ModelPool, Settings, default_middleware
+from asgi_llm import (
+    ApiKeyConfig,
+    ChatResult,
+    LimitsConfig,
+    LLMApp,
+    ModelConfig,
+    ModelPool,
+    Settings,
+    default_middleware,
+)
 from asgi_llm.core import (
     EngineEvent,
     Finish,

@@ -74,7 +74,7 @@ class _VirtualLoop(asyncio.SelectorEventLoop):
         return time.monotonic() + self._jumping.offset
 
     def run_in_executor(
-        self, executor: concurrent.futures.Executor | None, func: Callable[[Unpack[Ts]], T], *args: Unpack[Ts]
+        self, executor: concurrent.futures.Executor | None, func: Callable[[Unpack[Ts]], T], *args: *Ts
     ) -> asyncio.Future[T]:
         future = super().run_in_executor(executor, func, *args)
         self._jumping.threads += 1  # counted down with the answer's own callbacks, so no gap between them
@@ -330,8 +330,7 @@ PoolMachine.TestCase.settings = settings(
 test_pool_states = PoolMachine.TestCase
 
 
-@pytest.mark.anyio
-@pytest.mark.parametrize("anyio_backend", [pytest.param(("asyncio", {"use_uvloop": True}), id="uvloop"), "asyncio"])
+@pytest.mark.anyio  # on uvloop and asyncio, as every async test (tests/conftest.py)
 async def test_a_load_after_an_unload_answers_and_stays_loaded() -> None:
     """The unload's keep_alive 0 (the operator's, or an Ollama request's) outlived the unload, and
     the explicit load did not hold the model: on uvloop its idle unload fired before the load's

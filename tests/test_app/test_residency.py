@@ -225,13 +225,13 @@ async def test_each_gpu_has_its_own_budget_and_only_its_models_make_room_on_it()
 
 async def test_a_model_too_big_for_its_gpu_gets_507_naming_that_gpus_budget() -> None:
     one, ram = cost().on_gpu(0), cost().ram
-    p = gpu_pool({"a": 0, "b": 1}, gpu_memory_budget=[10 * 1024**3, one // 2])
+    p = gpu_pool({"a": 0, "b": 1}, gpu_memory_budget=[10 * 1024**3, one - MIB])  # its KV cache fits, the rest not
     await p.start()
     with pytest.raises(InsufficientMemory) as refused:
         async with p.use("b"):
             pass
     message = refused.value.message
-    assert refused.value.status == 507 and f"gpu_memory_budget[1] = {one // 2} bytes" in message
+    assert refused.value.status == 507 and f"gpu_memory_budget[1] = {one - MIB} bytes" in message
     assert f"{ram} bytes of RAM, {one} on GPU 1" in message
     async with p.use("a"):
         pass

@@ -46,12 +46,12 @@ class Run(Generic[Case]):
     @property
     def roomy(self) -> bool:
         """Whether the budget holds the case's longest output (then it must end on its own)."""
-        return self.budget >= int(getattr(self.case, "max_tokens"))
+        return self.budget >= int(self.case.max_tokens)
 
     @property
     def label(self) -> str:
         mode = "stream" if self.stream else "whole"
-        return f"{getattr(self.case, 'id')} [{self.protocol}, {mode}, budget {self.budget}]"
+        return f"{self.case.id} [{self.protocol}, {mode}, budget {self.budget}]"
 
 
 def refused_for_budget(run: Run[Any], param: str) -> bool:
@@ -76,7 +76,7 @@ async def run_all(
     for i, case in enumerate(cases):
         for j, p in enumerate(protocols):
             slot = i * len(protocols) + j
-            budget = min(BUDGETS[(slot + i) % len(BUDGETS)], int(getattr(case, "max_tokens")))
+            budget = min(BUDGETS[(slot + i) % len(BUDGETS)], int(case.max_tokens))
             runs.append(Run(case, p, (i + j) % 2 == 0, budget, slot))
     gate = asyncio.Semaphore(CONCURRENCY)
     async with (

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
-import openai
 import pytest
 
 from .acceptance_cases import SCHEMA_CASES, TOKEN_CAP, SchemaCase
@@ -27,6 +26,8 @@ from .acceptance_runs import Clients, Run, refused_for_budget, run_all
 
 MODEL = "SmolLM2-135M-Instruct"
 PROTOCOLS = ("chat", "responses", "ollama", "anthropic")
+# The first test's setup runs every case in every protocol: up to 5 minutes on 2 cores, past the default timeout.
+pytestmark = pytest.mark.timeout(600)
 FINISHED = {"chat": "stop", "responses": "completed", "ollama": "stop", "anthropic": "end_turn"}
 CUT = {"chat": "length", "responses": "incomplete", "ollama": "length", "anthropic": "max_tokens"}
 BUDGET_PARAM = {"chat": "max_tokens", "responses": "max_output_tokens", "ollama": "options.num_predict"}

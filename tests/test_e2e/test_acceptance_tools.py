@@ -31,7 +31,6 @@ from typing import Any
 
 import jsonschema
 import ollama
-import openai
 import pytest
 
 from .acceptance_cases import TOKEN_CAP, TOOL_CASES, ToolCase, example
@@ -39,6 +38,8 @@ from .acceptance_runs import Clients, Run, refused_for_budget, run_all
 
 MODEL = "SmolLM2-135M-Instruct"
 PROTOCOLS = ("chat", "responses", "anthropic", "ollama")
+# The first test's setup runs every case in every protocol: up to 5 minutes on 2 cores, past the default timeout.
+pytestmark = pytest.mark.timeout(600)
 OLLAMA_LIMIT = 192  # strings arrive unbounded (see above), so a call may run on: cut it short
 
 

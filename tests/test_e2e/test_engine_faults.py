@@ -36,12 +36,9 @@ BOOM = 666  # the seed that marks the request a fault is injected into
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-async def engine() -> AsyncIterator[LlamaCppEngine]:
+async def engine(anyio_backend: object) -> AsyncIterator[LlamaCppEngine]:
+    """One loaded engine for the module's tests on each backend (named, so that pytest starts one per backend:
+    on its own, anyio would keep the first backend's loop running for the other backend's tests)."""
     config = ModelConfig(n_ctx=1024, parallel=2, n_threads=1, stall_seconds=1.0, prompt_cache_mib=8)
     async with local_engine(config) as engine:
         yield engine
@@ -56,7 +53,7 @@ async def _outcome(engine: LlamaCppEngine, request: Any) -> list[Any] | Exceptio
     try:
         with anyio.fail_after(30):
             return [event async for event in engine.generate(request)]
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 (whatever the engine raised is what the test looks at)
         return exc
 
 

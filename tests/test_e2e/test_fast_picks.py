@@ -6,9 +6,8 @@ at the edge that its single-precision running sums drop."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import ctypes
+from collections.abc import Iterator
 
 import llama_cpp
 import numpy as np

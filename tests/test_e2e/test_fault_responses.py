@@ -71,9 +71,11 @@ def test_a_fault_before_the_first_token_is_a_500_in_each_protocol(
         client.chat.completions.create(model=MODEL, messages=HI, max_tokens=MARK)  # type: ignore[arg-type]
     assert chat.value.status_code == 500 and chat.value.body["message"] == MESSAGE  # type: ignore[index]
     _clean(chat.value.response.text)
-    with anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0) as claude:
-        with pytest.raises(anthropic.InternalServerError) as messages:
-            claude.messages.create(model=MODEL, max_tokens=MARK, messages=HI)  # type: ignore[arg-type]
+    with (
+        anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0) as claude,
+        pytest.raises(anthropic.InternalServerError) as messages,
+    ):
+        claude.messages.create(model=MODEL, max_tokens=MARK, messages=HI)  # type: ignore[arg-type]
     assert messages.value.status_code == 500 and messages.value.body["error"]["message"] == MESSAGE  # type: ignore[index]
     assert messages.value.body["type"] == "error"  # type: ignore[index]
     ollama = httpx.post(

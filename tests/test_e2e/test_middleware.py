@@ -56,9 +56,11 @@ def test_the_openai_sdk_with_a_key(served: Served) -> None:
 
 
 def test_the_openai_sdk_without_a_valid_key_gets_401(served: Served) -> None:
-    with openai.OpenAI(base_url=f"{served.url}/v1", api_key="sk-wrong", max_retries=0) as client:
-        with pytest.raises(openai.AuthenticationError) as caught:
-            client.chat.completions.create(model="default", messages=HI, max_tokens=4)
+    with (
+        openai.OpenAI(base_url=f"{served.url}/v1", api_key="sk-wrong", max_retries=0) as client,
+        pytest.raises(openai.AuthenticationError) as caught,
+    ):
+        client.chat.completions.create(model="default", messages=HI, max_tokens=4)
     assert caught.value.status_code == 401
     assert caught.value.body == {
         "message": "Invalid API key.",

@@ -42,7 +42,9 @@ class Served:
 def keys_cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     command = shutil.which("asgi-llm", path=str(Path(sys.executable).parent))
     assert command
-    return subprocess.run([command, "keys", *args, "--config", str(config)], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [command, "keys", *args, "--config", str(config)], capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 def create(config: Path, name: str, *options: str) -> str:
@@ -140,9 +142,11 @@ def test_a_key_made_while_serving_works_at_once_and_stops_when_revoked(served: S
             sdk.models.list()
     assert refused.value.status_code == 401 and isinstance(refused.value.body, dict)
     assert refused.value.body["message"] == "Invalid API key."
-    with anthropic.Anthropic(base_url=served.url, api_key=key, max_retries=0) as claude:
-        with pytest.raises(anthropic.AuthenticationError):
-            claude.messages.create(model="default", max_tokens=3, messages=HI)  # type: ignore[arg-type]
+    with (
+        anthropic.Anthropic(base_url=served.url, api_key=key, max_retries=0) as claude,
+        pytest.raises(anthropic.AuthenticationError),
+    ):
+        claude.messages.create(model="default", max_tokens=3, messages=HI)  # type: ignore[arg-type]
     listing = [json.loads(line) for line in keys_cli(served.config, "list", "--json").stdout.splitlines()]
     assert {row["name"]: row["status"] for row in listing} == {
         "budget": "active",

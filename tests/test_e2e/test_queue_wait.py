@@ -121,19 +121,24 @@ def test_a_waiting_ollama_stream_gets_headers_at_once_then_an_error_line(url: st
 
 
 def test_sdks_raise_the_in_stream_error(url: str) -> None:
-    with busy(url), openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0) as sdk:
-        with pytest.raises(openai.APIError, match="waited"):
-            for _ in sdk.chat.completions.create(model=MODEL, messages=USER, max_tokens=4, stream=True):  # type: ignore[arg-type]
-                pass
-    with busy(url), ollama.Client(host=url) as local:
-        with pytest.raises(ollama.ResponseError, match="waited"):
-            for _ in local.chat(model=MODEL, messages=USER, stream=True):
-                pass
-    with busy(url), anthropic.Anthropic(base_url=url, api_key="x", max_retries=0) as claude:
-        with pytest.raises(anthropic.APIError, match="waited"):
-            with claude.messages.stream(model=MODEL, messages=USER, max_tokens=4) as stream:  # type: ignore[arg-type]
-                for _ in stream:
-                    pass
+    with (
+        busy(url),
+        openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0) as sdk,
+        pytest.raises(openai.APIError, match="waited"),
+    ):
+        for _ in sdk.chat.completions.create(model=MODEL, messages=USER, max_tokens=4, stream=True):  # type: ignore[arg-type]
+            pass
+    with busy(url), ollama.Client(host=url) as local, pytest.raises(ollama.ResponseError, match="waited"):
+        for _ in local.chat(model=MODEL, messages=USER, stream=True):
+            pass
+    with (
+        busy(url),
+        anthropic.Anthropic(base_url=url, api_key="x", max_retries=0) as claude,
+        pytest.raises(anthropic.APIError, match="waited"),
+        claude.messages.stream(model=MODEL, messages=USER, max_tokens=4) as stream,  # type: ignore[arg-type]
+    ):
+        for _ in stream:
+            pass
 
 
 def _openai_stream(url: str) -> str:
@@ -143,9 +148,11 @@ def _openai_stream(url: str) -> str:
 
 
 def _anthropic_stream(url: str) -> str:
-    with anthropic.Anthropic(base_url=url, api_key="x", max_retries=0) as claude:
-        with claude.messages.stream(model=MODEL, messages=USER, max_tokens=4) as stream:  # type: ignore[arg-type]
-            return stream.get_final_text()
+    with (
+        anthropic.Anthropic(base_url=url, api_key="x", max_retries=0) as claude,
+        claude.messages.stream(model=MODEL, messages=USER, max_tokens=4) as stream,  # type: ignore[arg-type]
+    ):
+        return stream.get_final_text()
 
 
 def _ollama_stream(url: str) -> str:

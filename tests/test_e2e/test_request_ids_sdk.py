@@ -29,9 +29,11 @@ def test_openai_errors_parse_as_before_and_carry_the_headers_id(server: Any, cli
 
 
 def test_anthropic_errors_carry_a_top_level_request_id(server: Any) -> None:
-    with anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0) as sdk:
-        with pytest.raises(anthropic.NotFoundError) as missing:
-            sdk.messages.create(model="no-such-model", max_tokens=4, messages=[{"role": "user", "content": "hi"}])
+    with (
+        anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0) as sdk,
+        pytest.raises(anthropic.NotFoundError) as missing,
+    ):
+        sdk.messages.create(model="no-such-model", max_tokens=4, messages=[{"role": "user", "content": "hi"}])
     error = missing.value
     assert error.status_code == 404 and isinstance(error.body, dict)
     assert error.body["type"] == "error" and error.body["error"]["type"] == "not_found_error"

@@ -37,7 +37,8 @@ def cost(config: ModelConfig) -> int:
 
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
-    models = (entry("one", pin=True), entry("two"), entry("three"), entry("huge", n_ctx=8192, parallel=8))
+    # huge by its prompt cache: a KV cache beyond the budget would be refused when the pool starts
+    models = (entry("one", pin=True), entry("two"), entry("three"), entry("huge", prompt_cache_mib=2048))
     settings = Settings(models=models, max_loaded_models=2, memory_budget=3 * cost(models[0]))
     llm = LLMApp(pool=ModelPool(settings), adapters=(OPENAI, OLLAMA))
     with run_uvicorn(llm) as address:  # type: ignore[arg-type]

@@ -97,12 +97,9 @@ TODO = {
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"  # module-wide, so one loaded engine serves every test here
-
-
-@pytest.fixture(scope="module")
-async def engine() -> AsyncIterator[LlamaCppEngine]:
+async def engine(anyio_backend: object) -> AsyncIterator[LlamaCppEngine]:
+    """One loaded engine for the module's tests on each backend (named, so that pytest starts one per backend:
+    on its own, anyio would keep the first backend's loop running for the other backend's tests)."""
     async with local_engine(ModelConfig(n_ctx=1024)) as engine:
         yield engine
 

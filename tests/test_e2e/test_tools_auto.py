@@ -24,12 +24,11 @@ from asgi_llm.core import (
     ToolCallStart,
     ToolSpec,
 )
-from asgi_llm.engines.llamacpp import LlamaCppEngine, sampling
 from asgi_llm.engines.decoding.tool_calls import plan_calls
 from asgi_llm.engines.decoding.tool_detect import trigger_grammar
+from asgi_llm.engines.llamacpp import LlamaCppEngine, sampling
 
 from .local_engine import local_engine
-
 
 pytestmark = pytest.mark.anyio
 MODEL = "SmolLM2-135M-Instruct"
@@ -39,12 +38,9 @@ BRACE = 107  # "{" in SmolLM2's vocabulary
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-async def engine() -> AsyncIterator[LlamaCppEngine]:
+async def engine(anyio_backend: object) -> AsyncIterator[LlamaCppEngine]:
+    """One loaded engine for the module's tests on each backend (named, so that pytest starts one per backend:
+    on its own, anyio would keep the first backend's loop running for the other backend's tests)."""
     async with local_engine(ModelConfig(n_ctx=1024)) as engine:
         model = engine.runtime.model
         assert await engine._thread.call(lambda: model.tokenize("{", add_bos=False, special=False)) == [BRACE]

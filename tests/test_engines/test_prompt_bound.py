@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from asgi_llm.engines.llamacpp.prompt_bound import TooLong, bounded_tokens, chunks
 
 
@@ -53,6 +55,6 @@ def test_chunks_cover_the_text_and_cut_after_whitespace() -> None:
     text = "alpha beta gamma delta " * 1000
     spans = list(chunks(text, 1000))
     assert spans[0][0] == 0 and spans[-1][1] == len(text)
-    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))
     assert all(text[end - 1] == " " for _, end in spans)
     assert max(end - start for start, end in spans) <= 1000

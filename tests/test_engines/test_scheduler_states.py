@@ -20,6 +20,7 @@ from asgi_llm.engines.llamacpp.prompt_cache import PromptCache
 
 from .sequence_model import SYSTEM, Model, Request, Scripted
 
+
 class SchedulerMachine(RuleBasedStateMachine):
     @initialize(slots=st.integers(1, 4), budget=st.sampled_from([None, 0, 30, 60, 100_000]), chunk=st.sampled_from([3, 16, 64]))
     def start(self, slots: int, budget: int | None, chunk: int) -> None:

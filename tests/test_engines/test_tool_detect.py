@@ -12,7 +12,14 @@ from llama_cpp.llama_grammar import json_schema_to_gbnf
 from asgi_llm.core import Finish, TextDelta, TokenLogprob, ToolCallDelta, ToolCallEnd, ToolCallStart, ToolSpec, Usage
 from asgi_llm.engines.decoding.grammar import validator
 from asgi_llm.engines.decoding.tool_calls import plan_calls
-from asgi_llm.engines.decoding.tool_detect import Call, CallDetector, call_level, detected_calls, json_end, trigger_grammar
+from asgi_llm.engines.decoding.tool_detect import (
+    Call,
+    CallDetector,
+    call_level,
+    detected_calls,
+    json_end,
+    trigger_grammar,
+)
 
 CHECKS = {
     "get_weather": validator({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),

@@ -84,7 +84,7 @@ async def test_checks_probe_only_what_is_due_and_mark_by_the_answer() -> None:
 
 def test_one_request_tries_each_replica_once_healthy_and_least_loaded_first() -> None:
     replicas = ReplicaSet(["http://a", "http://b", "http://c"], clock=Clock())
-    a, b, c = replicas.replicas
+    a, b, _ = replicas.replicas
     replicas.acquire(a)
     replicas.failed(b)
     assert [r.url for r in replicas.attempts()] == ["http://c", "http://a", "http://b"]

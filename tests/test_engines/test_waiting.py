@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from asgi_llm.core import Overloaded, Queued
-from asgi_llm.engines.llamacpp.jobs import Ticket
 from asgi_llm.engines.inference_thread import Channel
+from asgi_llm.engines.llamacpp.jobs import Ticket
 from asgi_llm.engines.llamacpp.waiting import waiting
 
 pytestmark = pytest.mark.anyio

@@ -26,7 +26,6 @@ from asgi_llm.middleware import (
     MetricsMiddleware,
     UsageMiddleware,
 )
-
 from asgi_llm.middleware.admin import AdminMiddleware
 
 pytestmark = pytest.mark.anyio
@@ -166,11 +165,13 @@ async def test_every_layer_wraps_a_plain_asgi_app(kit: Any) -> None:
 async def test_mounted_under_a_prefix_in_starlette(kit: Any) -> None:
     llm = LLMApp(pool=kit.fake_pool(kit.fake_settings(api_keys=KEYS)))
     host = Starlette(routes=[Mount("/v1", app=llm)])
-    async with kit.running(llm):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=host), base_url="http://test") as http:
-            assert (await http.get("/v1/health")).status_code == 200
-            assert (await http.get("/v1/models")).status_code == 401
-            assert (await http.get("/v1/metrics", headers={"x-api-key": "sk-compose-1"})).status_code == 200
+    async with (
+        kit.running(llm),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=host), base_url="http://test") as http,
+    ):
+        assert (await http.get("/v1/health")).status_code == 200
+        assert (await http.get("/v1/models")).status_code == 401
+        assert (await http.get("/v1/metrics", headers={"x-api-key": "sk-compose-1"})).status_code == 200
 
 
 def test_keys_from_the_environment_a_file_and_the_cli(tmp_path: Path) -> None:

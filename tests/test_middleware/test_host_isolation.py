@@ -48,7 +48,7 @@ async def test_the_host_keeps_its_pages_404s_and_root_paths(kit: Any) -> None:
     assert missing.status_code == 404 and missing.text == "Not Found"  # Starlette's own 404, not ours
     assert metrics.status_code == 200 and metrics.text == "the host's /metrics"
     assert tags_without_key.status_code == 401 and tags_without_key.json()["error"]
-    assert tags.status_code == 200 and [m["name"] for m in tags.json()["models"]][0].startswith("fake")
+    assert tags.status_code == 200 and next(m["name"] for m in tags.json()["models"]).startswith("fake")
     assert openai.status_code == 200 and openai.json()["object"] == "list"
 
 

@@ -1,4 +1,4 @@
-"""The import direction of DESIGN.md, enforced by walking every module's imports.
+"""The import direction of ARCHITECTURE.md, enforced by walking every module's imports.
 
 One table says, for each package prefix, which of our prefixes its modules may import; a module
 is judged by the longest prefix that names it, and anything the table does not allow is denied.
@@ -17,15 +17,21 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = {"asgi_llm": ROOT / "asgi_llm", "asgi_llm.adapters": ROOT / "adapters", "asgi_llm.contrib": ROOT / "contrib"}
 
-_ADAPTER_SHARED = ("asgi_llm.core", "asgi_llm.adapters.base", "asgi_llm.adapters.json_output")
+_ADAPTER_SHARED = (
+    "asgi_llm.core",
+    "asgi_llm.adapters.base",
+    "asgi_llm.adapters.json_output",
+    "asgi_llm.adapters.logprobs",
+)
 
 MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "asgi_llm": ("asgi_llm.app", "asgi_llm.client", "asgi_llm.config", "asgi_llm.middleware", "asgi_llm.pool"),
     "asgi_llm.core": ("asgi_llm.core",),
-    "asgi_llm.http": ("asgi_llm.core", "asgi_llm.http"),
+    "asgi_llm.http": ("asgi_llm.core", "asgi_llm.http", "asgi_llm.wire"),
     "asgi_llm.storage": ("asgi_llm.core", "asgi_llm.storage"),
     "asgi_llm.wire": (),
-    "asgi_llm.config": (),
+    "asgi_llm.config": ("asgi_llm.config_sources",),
+    "asgi_llm.config_sources": (),
     "asgi_llm.logs": (),
     "asgi_llm.middleware": ("asgi_llm.core", "asgi_llm.http", "asgi_llm.storage", "asgi_llm.middleware"),
     "asgi_llm.adapters": _ADAPTER_SHARED,
@@ -57,6 +63,12 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.engines.decoding",
         "asgi_llm.engines.upstream",
     ),
+    # the upstream engine's answers read without HTTP (only engine.py speaks HTTP)
+    "asgi_llm.engines.upstream.reading": (
+        "asgi_llm.core",
+        "asgi_llm.engines.upstream.errors",
+        "asgi_llm.engines.upstream.stream",
+    ),
     "asgi_llm.engines.llamacpp": (
         "asgi_llm.core",
         "asgi_llm.config",
@@ -65,16 +77,35 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.engines.memory_estimate",
         "asgi_llm.engines.llamacpp",
     ),
-    "asgi_llm.pool": ("asgi_llm.core", "asgi_llm.config", "asgi_llm.engines"),
+    # the pool's parts, each on one concern; the package row is the composition (model_pool,
+    # lifecycle, reload), the only part that makes engines
+    "asgi_llm.pool": (
+        "asgi_llm.core",
+        "asgi_llm.config",
+        "asgi_llm.engines.inference_thread",
+        "asgi_llm.engines.llamacpp",
+        "asgi_llm.engines.upstream",
+        "asgi_llm.pool",
+    ),
+    "asgi_llm.pool.entry": ("asgi_llm.core", "asgi_llm.config"),
+    "asgi_llm.pool.roster": ("asgi_llm.core", "asgi_llm.config", "asgi_llm.pool.entry"),
+    "asgi_llm.pool.residency": (
+        "asgi_llm.core",
+        "asgi_llm.config",
+        "asgi_llm.engines.gguf_metadata",
+        "asgi_llm.engines.memory_estimate",
+        "asgi_llm.pool.entry",
+        "asgi_llm.pool.roster",
+    ),
+    "asgi_llm.pool.status": ("asgi_llm.core", "asgi_llm.pool.entry", "asgi_llm.pool.roster", "asgi_llm.pool.residency"),
     "asgi_llm.openapi": ("asgi_llm.core", "asgi_llm.adapters.base"),
     "asgi_llm.web": ("asgi_llm.http", "asgi_llm.web"),
-    "asgi_llm.client": ("asgi_llm.core", "asgi_llm.http", "asgi_llm.middleware.policy"),
+    "asgi_llm.client": ("asgi_llm.core", "asgi_llm.http"),
     "asgi_llm.endpoint": (
         "asgi_llm.core",
         "asgi_llm.http",
         "asgi_llm.storage",
         "asgi_llm.adapters.base",
-        "asgi_llm.middleware.policy",
         "asgi_llm.pool",
     ),
     "asgi_llm.app": (
@@ -90,8 +121,10 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.logs",
         "asgi_llm.pool",
         "asgi_llm.openapi",
+        "asgi_llm.stack",
         "asgi_llm.web",
     ),
+    "asgi_llm.stack": ("asgi_llm.config", "asgi_llm.http.asgi", "asgi_llm.middleware", "asgi_llm.pool"),
     "asgi_llm.cli": (
         "asgi_llm.core",
         "asgi_llm.config",
@@ -227,12 +260,18 @@ def test_every_import_follows_the_table(name: str) -> None:
         ("asgi_llm.http.context", "asgi_llm.adapters.base"),
         ("asgi_llm.engines.decoding.grammar", "asgi_llm.engines.llamacpp"),
         ("asgi_llm.engines.upstream.engine", "asgi_llm.pool"),
+        ("asgi_llm.pool.status", "asgi_llm.pool.lifecycle"),
+        ("asgi_llm.pool.residency", "asgi_llm.pool.lifecycle"),
+        ("asgi_llm.pool.entry", "asgi_llm.engines.llamacpp"),
+        ("asgi_llm.engines.upstream.reading", "asgi_llm.engines.upstream.engine"),
+        ("asgi_llm.config_sources", "asgi_llm.config"),
+        ("asgi_llm.stack", "asgi_llm.app"),
         ("asgi_llm.wire.openai_chat", "asgi_llm.core"),
         ("asgi_llm.adapters.anthropic.messages", "asgi_llm.wire.openai_chat"),
     ],
 )
 def test_a_forbidden_import_is_caught(name: str, injected: str) -> None:
-    """The table denies what DESIGN.md forbids: each edge, added to a real module, fails it."""
+    """The table denies what ARCHITECTURE.md forbids: each edge, added to a real module, fails it."""
     assert violations(name, GRAPH[name]) == []
     assert violations(name, GRAPH[name] | {injected}) != []
 

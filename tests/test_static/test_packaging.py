@@ -84,5 +84,6 @@ def test_strict_typing(wheel: Path, tmp_path: Path) -> None:
         env={**os.environ, "MYPYPATH": str(tmp_path)},
         capture_output=True,
         text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -28,6 +28,7 @@ from asgi_llm.core import (
 )
 
 from ...base import Meta
+from ...logprobs import token_logprobs
 from .input import Item
 
 __all__ = ["Output", "ResponsesStream", "finished", "response_id", "response_object", "usage_dict"]
@@ -89,7 +90,7 @@ class Output:
         where = {"item_id": item["id"], "output_index": index, "content_index": 0}
         if kind == "reasoning":
             return [*events, {"type": "response.reasoning_text.delta", **where, "delta": text}]
-        tokens = [_logprob(t) for t in logprobs]
+        tokens = token_logprobs(logprobs)
         part["logprobs"].extend(tokens)
         return [*events, {"type": "response.output_text.delta", **where, "delta": text, "logprobs": tokens}]
 
@@ -166,11 +167,6 @@ class Output:
 
 def _item_event(kind: str, index: int, item: Item) -> Event:
     return {"type": kind, "output_index": index, "item": copy.deepcopy(item)}
-
-
-def _logprob(token: TokenLogprob) -> dict[str, Any]:
-    top = [{"token": o.token, "logprob": o.logprob, "bytes": list(o.bytes)} for o in token.top]
-    return {"token": token.token, "logprob": token.logprob, "bytes": list(token.bytes), "top_logprobs": top}
 
 
 def usage_dict(usage: Usage) -> dict[str, Any]:

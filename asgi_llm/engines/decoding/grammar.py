@@ -272,7 +272,7 @@ class _Rewrite:
         try:
             check = validator(rest)
             kept = [v for v in values if check.is_valid(v)]
-        except Exception:  # a reference inside `rest` cannot be followed on its own
+        except Exception:  # noqa: BLE001 (a reference inside `rest` cannot be followed on its own)
             raise self.refuse(where, "'enum' beside references") from None
         if not kept:
             raise InvalidRequest(f"No value allowed at '{where or '/'}' in '{self.param}'.", param=self.param)

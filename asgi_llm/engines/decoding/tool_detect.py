@@ -195,7 +195,7 @@ def _call(item: Any, checks: Mapping[str, Validator]) -> Call | None:
     try:
         if not checks[name].is_valid(arguments):
             return None
-    except Exception:  # a tool schema this server did not need to check until now
+    except Exception:  # noqa: BLE001 (a tool schema this server did not need to check until now)
         return None
     try:
         return Call(name, json.dumps(arguments, ensure_ascii=False, allow_nan=False))

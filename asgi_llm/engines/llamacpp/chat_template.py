@@ -13,7 +13,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from ...core.errors import InvalidRequest
 from ...core.requests import Message, ToolCall, ToolSpec
 
-__all__ = ["ChatTemplate", "CHATML"]
+__all__ = ["CHATML", "ChatTemplate"]
 
 # Used only when a model file carries no template of its own.
 CHATML = (

@@ -32,7 +32,7 @@ from .jobs import Turn
 from .native import Decoder, Model
 from .sampling import Sampling, logprob
 
-__all__ = ["Output", "TokenChoice", "Tally"]
+__all__ = ["Output", "Tally", "TokenChoice"]
 
 
 @dataclass

@@ -21,8 +21,8 @@ from .jobs import END, Ticket
 from .native import backend_info
 from .prompt_bound import at_least
 from .runtime import Runtime
-from .watchdog import OpenRequests, Watchdog
 from .waiting import waiting
+from .watchdog import OpenRequests, Watchdog
 
 __all__ = ["LlamaCppEngine"]
 

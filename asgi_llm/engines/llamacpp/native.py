@@ -181,12 +181,13 @@ class Model:
 
 def new_context(model: Model, config: ModelConfig, *, sequences: int) -> Any:
     """A context of `sequences` sequences with `n_ctx` positions each, in separate KV streams
-    (a sequence attends to its own cells only, which keeps batched decoding fast)."""
+    (a sequence attends to its own cells only, which keeps batched decoding fast), or with
+    `kv_unified` in one buffer they share (copies between sequences then share cells)."""
     params = llama_cpp.llama_context_default_params()
     per_sequence = config.n_ctx or int(model.native.n_ctx_train())
     params.n_ctx = per_sequence * sequences
     params.n_seq_max = sequences
-    params.kv_unified = False
+    params.kv_unified = config.kv_unified
     params.n_batch = max(config.n_batch, sequences)
     params.n_ubatch = min(config.n_ubatch, params.n_batch)
     params.n_threads = config.threads
@@ -239,7 +240,9 @@ class Decoder:
 
     @property
     def per_sequence(self) -> int:
-        return int(llama_cpp.llama_n_ctx_seq(self._ctx))
+        """Positions a sequence may hold: its stream's, or with a unified KV cache its share of
+        the one buffer (where llama_n_ctx_seq says the whole buffer)."""
+        return int(llama_cpp.llama_n_ctx(self._ctx)) // int(llama_cpp.llama_n_seq_max(self._ctx))
 
     def close(self) -> None:
         if self._batch is not None:

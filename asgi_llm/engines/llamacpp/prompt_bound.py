@@ -43,10 +43,9 @@ def bounded_tokens(
     size = max(4 * limit, 4096)  # about a context's worth of text: most prompts are one chunk
     if len(text) <= size:
         return _checked(tokenize(text, add_bos), limit)
-    counted, cut = 0, 0
-    for start, end in chunks(text, size):
+    counted = 0
+    for cut, (start, end) in enumerate(chunks(text, size), start=1):
         counted += len(tokenize(text[start:end], add_bos and start == 0))
-        cut += 1
         if counted - SLACK * cut > limit:
             return TooLong(counted - SLACK * cut)
     return _checked(tokenize(text, add_bos), limit)  # it may fit: the exact tokens, at most ~a context's worth

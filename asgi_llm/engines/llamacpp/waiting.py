@@ -8,8 +8,8 @@ from collections.abc import AsyncGenerator
 
 from ...core.errors import Overloaded
 from ...core.events import Queued
-from .jobs import Ticket
 from ..inference_thread import Channel
+from .jobs import Ticket
 
 __all__ = ["waiting"]
 

@@ -1,7 +1,8 @@
 """An OpenAI-compatible server over HTTP as an engine: llama-server, vLLM, another asgi-llm.
 
 The only package that imports httpx. `wire`, `stream` and `errors` are pure translations;
-`replicas` picks a healthy server; `engine` does the I/O.
+`reading` reads the answers the engine receives, without HTTP; `replicas` picks a healthy
+server; `engine` does the I/O.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """A model served by an OpenAI-compatible upstream over HTTP: llama.cpp's server, vLLM, a cloud
 provider, another asgi-llm. The only module that imports `httpx`.
 
-Core requests go out as streamed chat completions / completions and embeddings; the upstream's
-SSE comes back as core events (`upstream_stream`), its errors as core errors (`upstream_errors`).
+Core requests go out as streamed chat completions / completions and embeddings (`wire.py`); the
+upstream's SSE comes back as core events (`reading.py`, `stream.py`), its errors as core errors
+(`errors.py`).
 A request goes to the replica with the fewest requests in flight, and moves on to another if this
 one fails before the first event is ready (nothing has reached our client yet); after that, a
 failure ends the stream with an error. Closing the event stream (our client left) closes the
@@ -17,11 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import time
-import types
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
@@ -32,27 +31,29 @@ from pydantic import SecretStr
 from ...config import ModelConfig, Settings
 from ...core.engine import EngineHealth
 from ...core.errors import BadGateway, GatewayTimeout, LLMError, ModelNotReady, Unavailable
-from ...core.events import Embedding, EmbeddingResult, GenerationEvent
-from ...core.requests import ChatRequest, CompletionRequest, EmbeddingRequest, GenerationRequest
-from .errors import error_from_body, error_from_response, retryable, scrub
+from ...core.events import EmbeddingResult, GenerationEvent
+from ...core.memory import MemoryEstimate
+from ...core.requests import CompletionRequest, EmbeddingRequest, GenerationRequest
+from .errors import error_from_response, retryable, scrub
+from .reading import ENDED, chunks, decoded, embeddings, next_chunk, prepend
 from .replicas import Replica, ReplicaSet
-from .stream import ChunkTranslator, SSEDecoder, usage_of
+from .stream import ChunkTranslator, usage_of
 from .wire import (
     UpstreamModel,
     chat_body,
     chat_from_completion,
-    completion_body,
+    choice_count,
     count_body,
     embedding_body,
     estimate_prompt_tokens,
+    generation_body,
+    generation_path,
     model_list,
 )
 
 __all__ = ["UpstreamEngine", "discover", "discover_settings", "list_models"]
 
 log = logging.getLogger("asgi_llm.upstream")
-
-_ENDED: Mapping[str, Any] = types.MappingProxyType({})  # the upstream closed its stream without `[DONE]`
 
 
 class _Retry(Exception):
@@ -85,6 +86,9 @@ class UpstreamEngine:
         self._client: httpx.AsyncClient | None = None
         self._watch: asyncio.Task[None] | None = None
         self._context: int | None = None
+        self.progress = 0.0  # no weights to read here: its load opens connections and checks the replicas
+        self.waiting = 0  # requests queue at the upstream, not here
+        self.memory: MemoryEstimate | None = None  # the model is held by the upstream, not in this process
 
     @property
     def supports_embeddings(self) -> bool:
@@ -125,19 +129,14 @@ class UpstreamEngine:
 
     async def embed(self, request: EmbeddingRequest) -> EmbeddingResult:
         body = await self._post_json("/embeddings", embedding_body(request, self._model))
-        data = sorted((d for d in body.get("data") or () if isinstance(d, Mapping)), key=lambda d: d.get("index", 0))
-        if len(data) != len(request.inputs):
-            raise BadGateway("The upstream server answered with the wrong number of embeddings.")
-        total = usage_of(body.get("usage") or {}).prompt_tokens
-        shares = _shares(total, [len(i) for i in request.inputs])
-        return EmbeddingResult(tuple(Embedding(tuple(map(float, d["embedding"])), n) for d, n in zip(data, shares)))
+        return embeddings(body, [len(i) for i in request.inputs])
 
     async def count_tokens(self, request: GenerationRequest) -> int:
         """Exact where the upstream reports usage: it is asked for one token, greedy, and its
         `usage.prompt_tokens` read (the prompt with its chat template applied, as it will run) —
         at the cost of one prompt evaluation there. No standard OpenAI endpoint counts tokens
         without generating. Where the upstream reports no usage: an estimate from the text."""
-        body = await self._post_json(self._path(request), count_body(request, self._model))
+        body = await self._post_json(generation_path(request), count_body(request, self._model))
         usage = body.get("usage")
         if isinstance(usage, Mapping) and usage.get("prompt_tokens"):
             return usage_of(usage).prompt_tokens
@@ -147,7 +146,7 @@ class UpstreamEngine:
 
     async def _generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
         try:
-            stream = await self._open(self._path(request), self._body(request), request)
+            stream = await self._open(generation_path(request), generation_body(request, self._model), request)
         except _NotFound:
             chat = chat_from_completion(request) if isinstance(request, CompletionRequest) else None
             if chat is None:
@@ -184,7 +183,7 @@ class UpstreamEngine:
             except BaseException:
                 await stream.aclose()
                 raise
-            return _prepend(first, stream)
+            return prepend(first, stream)
         raise last
 
     async def _attempt(
@@ -201,14 +200,14 @@ class UpstreamEngine:
                     raise await self._refusal(response, path)
                 estimate = estimate_prompt_tokens(request)
                 translator = ChunkTranslator(
-                    _choices(request), request_id=uuid.uuid4().hex[:12], prompt_estimate=estimate
+                    choice_count(request), request_id=uuid.uuid4().hex[:12], prompt_estimate=estimate
                 )
                 done = False
-                async with contextlib.aclosing(self._chunks(response)) as chunks:
+                async with contextlib.aclosing(chunks(response.aiter_lines(), secrets=self._secrets())) as read:
                     while not done:
-                        chunk = await self._next(chunks, idle=started)
+                        chunk = await next_chunk(read, idle_timeout=self.config.idle_timeout if started else None)
                         done = chunk is None
-                        if chunk is _ENDED:
+                        if chunk is ENDED:
                             break  # the stream ended without [DONE]
                         events = translator.feed(chunk) if chunk is not None else []
                         if events:
@@ -226,39 +225,6 @@ class UpstreamEngine:
             raise error from None
         finally:
             self.replicas.release(replica)
-
-    async def _next(self, chunks: AsyncIterator[Mapping[str, Any] | None], *, idle: bool) -> Mapping[str, Any] | None:
-        """The next chunk (None for `[DONE]`, `_ENDED` once the stream ends without it); once
-        events have gone out (`idle`), within the idle timeout."""
-        try:
-            if not idle:
-                return await anext(chunks)
-            async with asyncio.timeout(self.config.idle_timeout):
-                return await anext(chunks)
-        except StopAsyncIteration:
-            return _ENDED
-        except TimeoutError:
-            raise GatewayTimeout("The upstream server went silent mid-answer.") from None
-
-    async def _chunks(self, response: httpx.Response) -> AsyncGenerator[Mapping[str, Any] | None, None]:
-        """Decoded chunks, then None for `[DONE]`."""
-        decoder = SSEDecoder()
-        async for line in response.aiter_lines():
-            data = decoder.line(line)
-            if data is not None and data.strip() == "[DONE]":
-                yield None
-                return
-            if data is not None:
-                yield self._chunk(data)
-        data = decoder.flush()
-        if data is not None:
-            yield None if data.strip() == "[DONE]" else self._chunk(data)
-
-    def _chunk(self, data: str) -> Mapping[str, Any]:
-        chunk = _decoded(data)
-        if "error" in chunk and not chunk.get("choices"):
-            raise error_from_body(chunk, secrets=self._secrets())
-        return chunk
 
     async def _refusal(self, response: httpx.Response, path: str) -> Exception:
         body = await response.aread()
@@ -291,7 +257,7 @@ class UpstreamEngine:
             finally:
                 self.replicas.release(replica)
             if response.status_code == 200:
-                return _decoded(response.text)
+                return decoded(response.text)
             status, secrets = response.status_code, self._secrets()
             error = error_from_response(status, response.headers, response.content, secrets=secrets, now=time.time())
             if not retryable(response.status_code):
@@ -321,14 +287,6 @@ class UpstreamEngine:
         except httpx.HTTPError:
             return False
         return response.status_code == 200
-
-    def _path(self, request: GenerationRequest) -> str:
-        return "/chat/completions" if isinstance(request, ChatRequest) else "/completions"
-
-    def _body(self, request: GenerationRequest) -> dict[str, Any]:
-        if isinstance(request, ChatRequest):
-            return chat_body(request, self._model)
-        return completion_body(request, self._model)
 
     def _secrets(self) -> list[str]:
         """Strings an upstream message must never carry to a client: the key, the replica URLs."""
@@ -368,15 +326,6 @@ async def _stream(
         await response.aclose()  # unread: the connection is dropped, and the upstream stops generating
 
 
-async def _prepend(
-    first: list[GenerationEvent], rest: AsyncGenerator[list[GenerationEvent], None]
-) -> AsyncGenerator[list[GenerationEvent], None]:
-    async with contextlib.aclosing(rest):
-        yield first
-        async for batch in rest:
-            yield batch
-
-
 def _transport_error(exc: httpx.TransportError, secrets: list[str]) -> LLMError:
     log.warning("upstream request failed: %s", scrub(type(exc).__name__ + ": " + str(exc), secrets))
     if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
@@ -384,29 +333,6 @@ def _transport_error(exc: httpx.TransportError, secrets: list[str]) -> LLMError:
     if isinstance(exc, httpx.TimeoutException):
         return GatewayTimeout("The upstream server did not answer in time.")
     return BadGateway("The upstream server closed the connection.")
-
-
-def _decoded(data: str) -> dict[str, Any]:
-    try:
-        value = json.loads(data)
-    except ValueError:
-        raise BadGateway("The upstream server sent something that is not JSON.") from None
-    if not isinstance(value, dict):
-        raise BadGateway("The upstream server sent an unexpected answer.")
-    return value
-
-
-def _choices(request: GenerationRequest) -> int:
-    return request.n * (len(request.prompts) if isinstance(request, CompletionRequest) else 1)
-
-
-def _shares(total: int, sizes: list[int]) -> list[int]:
-    """`total` tokens split over inputs in proportion to their sizes (the rest on the first)."""
-    weight = sum(sizes) or 1
-    shares = [total * size // weight for size in sizes]
-    if shares:
-        shares[0] += total - sum(shares)
-    return shares
 
 
 async def list_models(base_url: str, *, api_key: str | None = None, timeout: float = 10.0) -> list[UpstreamModel]:

@@ -32,14 +32,32 @@ __all__ = [
     "UpstreamModel",
     "chat_body",
     "chat_from_completion",
+    "choice_count",
     "completion_body",
     "count_body",
     "embedding_body",
     "estimate_prompt_tokens",
+    "generation_body",
+    "generation_path",
     "model_list",
 ]
 
 _DEFAULTS = SamplingParams()
+
+
+def generation_path(request: GenerationRequest) -> str:
+    """Where a generation goes, below the upstream's base URL."""
+    return "/chat/completions" if isinstance(request, ChatRequest) else "/completions"
+
+
+def generation_body(request: GenerationRequest, model: str) -> dict[str, Any]:
+    """A generation's streamed request body, for `generation_path`."""
+    return chat_body(request, model) if isinstance(request, ChatRequest) else completion_body(request, model)
+
+
+def choice_count(request: GenerationRequest) -> int:
+    """The choices a generation asks for: `n` of each prompt."""
+    return request.n * (len(request.prompts) if isinstance(request, CompletionRequest) else 1)
 
 
 def chat_body(request: ChatRequest, model: str) -> dict[str, Any]:
@@ -87,7 +105,7 @@ def chat_from_completion(request: CompletionRequest) -> ChatRequest | None:
 
 def count_body(request: GenerationRequest, model: str) -> dict[str, Any]:
     """A request for one token, whose reported `usage.prompt_tokens` is the prompt's exact size."""
-    body = chat_body(request, model) if isinstance(request, ChatRequest) else completion_body(request, model)
+    body = generation_body(request, model)
     for key in ("stream", "stream_options", "n", "logprobs", "top_logprobs", "echo"):
         body.pop(key, None)
     body.update(max_tokens=1, temperature=0.0)

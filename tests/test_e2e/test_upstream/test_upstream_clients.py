@@ -135,9 +135,11 @@ def test_usage_records_equal_the_upstreams_own(asgi_llm_gateway: Gateway) -> Non
         sdk.chat.completions.create(model="remote", messages=HI, max_tokens=5, temperature=0)  # a cached prompt now
         list(sdk.chat.completions.create(model="remote", messages=HI, max_tokens=6, temperature=0.7, stream=True))
         sdk.embeddings.create(model="remote", input="hello there")
-    with anthropic.Anthropic(base_url=gateway.url, api_key="unused", max_retries=0) as claude:
-        with claude.messages.stream(model="remote", max_tokens=4, messages=HI) as stream:  # type: ignore[arg-type]
-            stream.get_final_message()
+    with (
+        anthropic.Anthropic(base_url=gateway.url, api_key="unused", max_retries=0) as claude,
+        claude.messages.stream(model="remote", max_tokens=4, messages=HI) as stream,  # type: ignore[arg-type]
+    ):
+        stream.get_final_message()
 
     def settled() -> bool:
         return (

@@ -88,13 +88,17 @@ def test_a_rate_limit_keeps_its_status_and_retry_after(gateway: str) -> None:
     reply = post(gateway, "limited")
     assert reply.status_code == 429 and reply.headers["retry-after"] == "7"
     assert reply.json()["error"]["type"] == "rate_limit_error"
-    with openai.OpenAI(base_url=f"{gateway}/v1", api_key="client-key", max_retries=0) as sdk:
-        with pytest.raises(openai.RateLimitError) as caught:
-            sdk.chat.completions.create(model="limited", messages=HI, max_tokens=4)  # type: ignore[arg-type]
+    with (
+        openai.OpenAI(base_url=f"{gateway}/v1", api_key="client-key", max_retries=0) as sdk,
+        pytest.raises(openai.RateLimitError) as caught,
+    ):
+        sdk.chat.completions.create(model="limited", messages=HI, max_tokens=4)  # type: ignore[arg-type]
     assert caught.value.response.headers["retry-after"] == "7"
-    with anthropic.Anthropic(base_url=gateway, api_key="client-key", max_retries=0) as claude:
-        with pytest.raises(anthropic.RateLimitError):
-            claude.messages.create(model="limited", max_tokens=4, messages=HI)  # type: ignore[arg-type]
+    with (
+        anthropic.Anthropic(base_url=gateway, api_key="client-key", max_retries=0) as claude,
+        pytest.raises(anthropic.RateLimitError),
+    ):
+        claude.messages.create(model="limited", max_tokens=4, messages=HI)  # type: ignore[arg-type]
     assert f"Bearer {KEY}" in seen_keys and not any("client-key" in k for k in seen_keys)  # ours went, not the client's
 
 

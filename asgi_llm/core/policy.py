@@ -1,4 +1,5 @@
-"""Who a key belongs to and what it may do: the identity the auth layer hands to the next layers."""
+"""Who a key belongs to and what it may do: the identity the auth layer (or the host, in
+process) hands to the layers inside, kept in the request's `RequestContext`."""
 
 from __future__ import annotations
 

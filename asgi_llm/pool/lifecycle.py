@@ -1,0 +1,229 @@
+"""A model's life in the pool: loaded at start or on first use, held by requests, unloaded when
+idle for its keep-alive or when asked, and the pool's start and stop around it all."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+
+from ..config import ModelConfig
+from ..core import Engine, LLMError, ModelNotReady, Overloaded
+from ..engines.inference_thread import InferenceThread
+from .entry import ModelEntry
+from .residency import Residency, refuse_oversized_kv
+from .roster import Roster
+
+__all__ = ["EngineFactory", "Lifecycle", "engine_for"]
+
+log = logging.getLogger("asgi_llm.pool")
+
+EngineFactory = Callable[[ModelConfig, InferenceThread], Engine]
+"""Makes a model's engine; it is handed the pool's inference thread and binds it where the engine runs there."""
+
+
+def engine_for(config: ModelConfig, thread: InferenceThread) -> Engine:
+    """A local GGUF on the inference thread, or an upstream server over HTTP, as the config says."""
+    if config.is_upstream:
+        from ..engines.upstream import UpstreamEngine  # imported on first load, not at import time
+
+        return UpstreamEngine(config)
+    from ..engines.llamacpp import LlamaCppEngine  # imported on first load, not at import time
+
+    return LlamaCppEngine(config, thread)
+
+
+class Lifecycle:
+    """Starts and stops the pool, loads and unloads its models, and holds them for requests."""
+
+    def __init__(self, models: Roster, residency: Residency, thread: InferenceThread, factory: EngineFactory) -> None:
+        self._models = models
+        self._residency = residency
+        self._thread = thread
+        self._factory = factory
+
+    async def start(self) -> None:
+        """Start the inference thread and begin loading startup models (in the background)."""
+        models = self._models
+        models.users += 1
+        if models.users > 1:
+            return
+        try:
+            await self._discover()
+            await refuse_oversized_kv(models.settings)
+        except BaseException:
+            models.users -= 1
+            raise
+        self._thread.start()
+        await asyncio.gather(*(self._residency.read_facts(entry) for entry in models.entries))
+        self.load_startup(entry for entry in models.entries if entry.config.load == "startup")
+
+    async def stop(self) -> None:
+        """Unload every model and end the inference thread, once the last user stops."""
+        models = self._models
+        if models.users == 0:
+            return
+        models.users -= 1
+        if models.users > 0:
+            return
+        self._residency.freed()  # a load waiting for room hears the stop now: it ends without loading
+        for entry in (*models.entries, *models.removed):
+            if entry.loading is not None:  # ends within load_wait_seconds, or the engine's own load time
+                await asyncio.gather(entry.loading, return_exceptions=True)
+            await self._residency.release(entry)
+            entry.loading = None
+        models.removed.clear()
+        await self._thread.stop()
+
+    async def wait_ready(self) -> None:
+        """Wait for the models that load at startup; raises if one failed."""
+        entries = self._models.entries
+        await asyncio.gather(*(entry.loading for entry in entries if entry.loading is not None))
+        failed = [entry.config.id for entry in entries if entry.state == "failed"]
+        if failed:
+            raise RuntimeError(f"model(s) failed to load: {', '.join(failed)}")
+
+    def load_startup(self, entries: Iterable[ModelEntry]) -> None:
+        """Begin loading those of `entries` (startup models) that the residency limits let load
+        together; the rest load on first use."""
+        for entry in self._residency.startup(entries):
+            self._begin_load(entry, waited=False)
+
+    @contextlib.asynccontextmanager
+    async def use(self, name: str, keep_alive: float | None) -> AsyncIterator[tuple[Engine, str]]:
+        """The engine serving `name` and its canonical id, held for one request (see `ModelPool.use`)."""
+        entry = self._models.find(name)
+        settings = self._models.settings
+        if sum(other.active for other in self._models.entries) >= settings.max_pending:
+            raise Overloaded("The server is busy; retry shortly.", retry_after=settings.retry_after_seconds)
+        with self._held(entry, keep_alive):
+            yield await self._ready(entry), entry.config.id
+
+    async def load(self, name: str) -> None:
+        """Load `name` now and wait until it is ready (see `ModelPool.load`)."""
+        entry = self._models.find(name)
+        if entry.state == "failed":  # an operator's explicit load retries a failed one
+            entry.state, entry.error = "unloaded", None
+        if entry.state == "loading":
+            entry.waited = True
+        with self._held(entry, None):
+            await self._ready(entry)
+
+    async def unload(self, name: str) -> None:
+        """Unload `name` now, or when its requests finish or its load ends (see `ModelPool.unload`)."""
+        entry = self._models.find(name)
+        entry.keep_alive, entry.unload_pending = 0, True
+        if entry.active == 0 and entry.state != "loading":
+            await self._residency.release(entry)
+
+    def pin(self, name: str, pinned: bool) -> None:
+        """Pin or unpin `name` (see `ModelPool.pin`): a pinned model has no idle unload."""
+        entry = self._models.find(name)
+        if not self._residency.pin(entry, pinned):
+            return
+        if pinned:
+            entry.disarm()
+        elif entry.active == 0:
+            self._arm(entry)
+
+    async def retire(self, entry: ModelEntry) -> None:
+        """Unload now if idle, else when its requests finish (once a load in progress has ended)."""
+        if entry.loading is not None and not entry.loading.done():
+            await asyncio.gather(entry.loading, return_exceptions=True)
+        entry.keep_alive, entry.unload_pending = 0, True
+        if entry.active == 0:
+            await self._residency.release(entry)
+
+    @contextlib.contextmanager
+    def _held(self, entry: ModelEntry, keep_alive: float | None) -> Iterator[None]:
+        """Hold `entry` for one caller: no idle unload (nor one to make room) while it does; on
+        release, its idle time is `keep_alive`'s (see `ModelEntry.idle_time`)."""
+        entry.active += 1  # from now: a load it waits for must not arm the idle unload under it
+        entry.last_used = time.monotonic()
+        entry.disarm()
+        try:
+            yield
+        finally:
+            entry.active -= 1
+            entry.last_used = time.monotonic()
+            entry.keep_alive = entry.idle_time(keep_alive)
+            if entry.active == 0:
+                self._residency.freed()
+                self._arm(entry)
+
+    async def _ready(self, entry: ModelEntry) -> Engine:
+        """The engine of an entry its caller holds, loading it if unloaded. Nothing but a stop
+        unloads a held model; should one unload between its load and this use all the same, it
+        loads once more, not again: then ModelNotReady, never a loop."""
+        name, retry = entry.config.id, self._models.settings.retry_after_seconds
+        for loads in range(3):
+            if entry.state == "ready" and entry.engine is not None:
+                return entry.engine
+            if entry.state == "failed":
+                raise ModelNotReady(f"The model '{name}' failed to load.", retry_after=retry * 30)
+            if entry.state == "unloaded":
+                if not self._models.started:
+                    raise ModelNotReady("The model server is not running.")
+                if loads == 2:
+                    break
+                self._begin_load(entry, waited=True)
+            if not entry.waited or entry.loading is None:
+                raise ModelNotReady(f"The model '{name}' is still loading.", retry_after=retry)
+            refusal = await asyncio.shield(entry.loading)
+            if refusal is not None:
+                raise refusal
+        raise ModelNotReady(f"The model '{name}' was unloaded as it loaded.", retry_after=retry)
+
+    def _begin_load(self, entry: ModelEntry, *, waited: bool) -> None:
+        entry.state, entry.waited = "loading", waited
+        entry.loading = asyncio.get_running_loop().create_task(self._load(entry))
+
+    async def _load(self, entry: ModelEntry) -> LLMError | None:
+        """Load it once the residency limits leave room; the refusal when they cannot (the entry
+        goes back to unloaded, so a later request tries again)."""
+        started = time.perf_counter()
+        if not entry.config.is_upstream:
+            try:
+                await self._residency.make_room(entry)
+            except LLMError as refusal:
+                entry.state, entry.unload_pending = "unloaded", False
+                log.warning("model %s not loaded: %s", entry.config.id, refusal.message)
+                return refusal
+        try:
+            engine = entry.loading_engine = self._factory(entry.config, self._thread)
+            await engine.load()
+        except Exception as exc:  # noqa: BLE001 (a failed load is the model's state, shown by /health)
+            entry.loading_engine = None
+            entry.state, entry.error, entry.admitted, entry.unload_pending = "failed", type(exc).__name__, False, False
+            self._residency.freed()
+            log.error("loading model %s failed: %s", entry.config.id, exc)
+            return None
+        entry.engine, entry.state, entry.loading_engine = engine, "ready", None
+        if entry.active == 0:
+            self._arm(entry)
+        log.info("model %s ready in %.1fs", entry.config.id, time.perf_counter() - started)
+        return None
+
+    def _arm(self, entry: ModelEntry) -> None:
+        """Schedule the idle unload its keep-alive asks for (a pinned model's only by an explicit unload)."""
+        if entry.keep_alive is None or entry.state != "ready" or (entry.pinned and not entry.unload_pending):
+            return
+        loop = asyncio.get_running_loop()
+        entry.expires_at = time.time() + entry.keep_alive
+        entry.expiry = loop.call_later(entry.keep_alive, lambda: loop.create_task(self._expire(entry)))
+
+    async def _expire(self, entry: ModelEntry) -> None:
+        if entry.active == 0 and entry.state == "ready":
+            await self._residency.release(entry)
+
+    async def _discover(self) -> None:
+        """Upstream models with `discover = true` become the models their upstream lists now: at
+        every start, in whatever host runs the lifespan (a restart sees a changed list)."""
+        models = self._models
+        if not any(m.is_upstream and m.discover for m in models.configured.models):
+            return
+        from ..engines.upstream import discover_settings  # imported only when discovery is asked for
+
+        models.serve(await discover_settings(models.configured))

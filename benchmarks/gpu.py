@@ -1,0 +1,266 @@
+"""Many clients on one GPU: `asgi-llm serve` beside llama.cpp's `llama-server` from the same build.
+
+Models: `model` is the packaged GGUF as it is (or `--model`); every other size is a stand-in
+written here with gguf-py (`_standin.py`): a llama-architecture GGUF of random F16 weights with the
+packaged model's tokenizer and chat template, from the packaged shape (`packaged`, 0.13B) up to
+about 1B (`1b`: Llama-3.2-1B's shape, 1.07B, 2 GiB), or any `E,L,H,KV,FF`. Random weights make noise,
+which is fine for throughput: each step does a model of that shape's real work.
+
+Per model, both servers run at once with the same model, sequences (`--parallel`, default the most
+clients), positions per sequence, offload (`--device gpu`: every layer; `cpu`: none), flash
+attention, batch sizes, KV layout (separate streams, or `--kv-unified` on both) and CPU threads.
+Rounds alternate the order of the servers. At each client count C (default 1, 16, 64, 128), C
+clients of one `httpx.AsyncClient` send R streamed chat completions each (after a warm-up
+request), `temperature` 0, `max_tokens` N and every end-of-generation token banned by
+`logit_bias`, so each response is N tokens (checked against the usage each server reports).
+
+Figures, per model and C: aggregate tokens/s (the round's completion tokens / its wall time,
+median over rounds), time to first token p50 and p95 over every request (request sent to first
+content chunk), and the ratios ours / theirs. A markdown table goes to stdout and, with
+`--out`, is appended to that file. Without `--llama-server` (or `--build`), ours alone is measured.
+
+Same build on both sides: build llama.cpp once (see README, "GPU") and pass `--build DIR`: the
+Python side then loads DIR/bin's libllama (`LLAMA_CPP_LIB_PATH`) and llama-server is
+DIR/bin/llama-server. The package need not be installed: with `asgi_llm` on PYTHONPATH, the server
+runs as `python -c 'from asgi_llm.cli import main; ...' serve`.
+
+Run: python benchmarks/gpu.py [--sizes model,packaged,1b] [--clients 1,16,64,128] [--tokens N]
+     [--requests R] [--rounds K] [--parallel P] [--n-ctx N] [--device gpu|cpu] [--kv-unified]
+     [--flash-attn on|off|auto] [--n-batch B] [--n-ubatch U] [--threads T]
+     [--build DIR | --llama-server PATH] [--gguf-py DIR] [--work DIR] [--out FILE]
+Smoke test on a CPU: python benchmarks/gpu.py --device cpu --sizes tiny --clients 1,2 --tokens 8
+     --rounds 1 --requests 1 --n-ctx 256
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import functools
+import importlib.metadata
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from _server import ChildServer
+from _standin import SHAPES, gguf_module, parse_shape, standin
+from anchors import MODEL_ID, Sample, end_token_bias, load, p
+
+SERVE = "import sys; from asgi_llm.cli import main; sys.exit(main())"  # `asgi-llm serve`, installed or not
+
+
+@dataclass
+class Figures:
+    aggregate: list[float] = field(default_factory=list)  # one per round
+    ttft: list[float] = field(default_factory=list)  # every request's, all rounds
+    short: int = 0  # responses that were not exactly max_tokens
+
+
+def ours(model: str, args: argparse.Namespace, folder: Path) -> ChildServer:
+    """`asgi-llm serve` with a settings file carrying every option (kv_unified and the batch sizes
+    have no command-line flag)."""
+    flash = {"on": True, "off": False}.get(args.flash_attn, "auto")
+    config = {
+        "id": MODEL_ID,
+        "path": model,
+        "n_ctx": args.n_ctx,
+        "parallel": args.parallel,
+        "n_threads": args.threads,
+        "n_gpu_layers": -1 if args.device == "gpu" else 0,
+        "flash_attn": flash,
+        "kv_unified": args.kv_unified,
+        "n_batch": args.n_batch,
+        "n_ubatch": args.n_ubatch,
+        "max_queue": max(args.clients),
+    }
+    settings = {"models": [config], "web_ui": False, "max_pending": 2 * max(args.clients) + args.parallel}
+    path = folder / f"serve-{Path(model).stem}.json"
+    path.write_text(json.dumps(settings, indent=1))
+    command = [sys.executable, "-c", SERVE, "serve", "--config", str(path), "--log-level", "warning"]
+    return ChildServer("", {}, command=lambda port: [*command, "--port", str(port)])
+
+
+def theirs(binary: str, model: str, args: argparse.Namespace) -> ChildServer:
+    command = [binary, "-m", model, "--alias", MODEL_ID, "--host", "127.0.0.1", "--no-webui", "--jinja"]
+    command += ["-t", str(args.threads), "-tb", str(args.threads), "-c", str(args.n_ctx * args.parallel)]
+    command += ["-np", str(args.parallel), "-kvu" if args.kv_unified else "--no-kv-unified", "-fa", args.flash_attn]
+    command += ["-ngl", "99" if args.device == "gpu" else "0", "-b", str(args.n_batch), "-ub", str(args.n_ubatch)]
+    return ChildServer("", {}, command=lambda port: [*command, "--port", str(port)])
+
+
+@functools.cache
+def _quiet_llama_cpp() -> Any:
+    """llama.cpp silent in this process (the servers log as they will); the callback is kept
+    alive by the cache, as llama.cpp calls it from then on."""
+    import llama_cpp
+
+    callback = llama_cpp.llama_log_callback(lambda level, text, data: None)
+    llama_cpp.llama_log_set(callback, None)
+    return callback
+
+
+def quiet_bias(model: str) -> dict[str, float]:
+    """`end_token_bias`, without llama.cpp's account of the vocabulary it loads."""
+    _quiet_llama_cpp()
+    return end_token_bias(model)
+
+
+def measure(model: str, args: argparse.Namespace, folder: Path) -> dict[tuple[str, int], Figures]:
+    bias = quiet_bias(model)
+    sides = {"ours": ours(model, args, folder)}
+    if args.llama_server:
+        sides["llama-server"] = theirs(args.llama_server, model, args)
+    figures = {(side, c): Figures() for side in sides for c in args.clients}
+    with contextlib.ExitStack() as running:
+        for server in sides.values():
+            running.enter_context(server)
+        for rnd in range(args.rounds):
+            order = list(sides) if rnd % 2 == 0 else list(reversed(sides))
+            for clients in args.clients:
+                for side in order:
+                    rate, samples = asyncio.run(load(sides[side].url, clients, args.requests, args.tokens, bias))
+                    record(figures[side, clients], rate, samples, args.tokens)
+            print(f"  round {rnd + 1}/{args.rounds} done", flush=True)
+    return figures
+
+
+def record(figures: Figures, rate: float, samples: list[Sample], tokens: int) -> None:
+    figures.aggregate.append(rate)
+    figures.ttft.extend(s.ttft for s in samples)
+    figures.short += sum(s.tokens != tokens or s.chunks not in (tokens, tokens - 1) for s in samples)
+
+
+def table(label: str, figures: dict[tuple[str, int], Figures], clients: list[int]) -> list[str]:
+    """Markdown rows: tokens/s and TTFT p50 / p95 (ms) ours and theirs, and the ratios."""
+    both = ("llama-server", clients[0]) in figures
+    rows = []
+    for c in clients:
+        o = figures["ours", c]
+        rate, p50, p95 = statistics.median(o.aggregate), p(o.ttft, 0.5) * 1000, p(o.ttft, 0.95) * 1000
+        if not both:
+            rows.append(f"| {label} | {c} | {rate:.0f} | | | {p50:.0f} | | {p95:.0f} | |")
+            continue
+        t = figures["llama-server", c]
+        their_rate, t50, t95 = statistics.median(t.aggregate), p(t.ttft, 0.5) * 1000, p(t.ttft, 0.95) * 1000
+        rows.append(
+            f"| {label} | {c} | {rate:.0f} | {their_rate:.0f} | **{rate / their_rate:.2f}×** "
+            f"| {p50:.0f} / {t50:.0f} | {p50 / t50:.2f} | {p95:.0f} / {t95:.0f} | {p95 / t95:.2f} |"
+        )
+    return rows
+
+
+HEADER = [
+    (
+        "| model | clients | ours tok/s | llama-server tok/s | ours / theirs | TTFT p50 ms ours / theirs | ratio "
+        "| TTFT p95 ms ours / theirs | ratio |"
+    ),
+    "|---|---|---|---|---|---|---|---|---|",
+]
+
+
+def models(args: argparse.Namespace, folder: Path) -> list[tuple[str, str]]:
+    """(label, GGUF path) of each size asked for, stand-ins written (once) into `folder`."""
+    found = []
+    for size in args.sizes:
+        if size == "model":
+            found.append((f"{Path(args.model).stem}", args.model))
+            continue
+        shape = parse_shape(size)
+        path = standin(gguf_module(args.gguf_py), args.model, folder, shape)
+        found.append((f"stand-in {size if size in SHAPES else shape.label} F16", str(path)))
+    return found
+
+
+def describe(args: argparse.Namespace) -> str:
+    gpu = "none"
+    if shutil.which("nvidia-smi"):
+        query = ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"]
+        gpu = (
+            subprocess.run(query, check=False, capture_output=True, text=True).stdout.strip().replace("\n", "; ")
+            or "unknown"
+        )
+    version = importlib.metadata.version("llama-cpp-python") if _installed("llama-cpp-python") else "not installed"
+    return (
+        f"GPU: {gpu}; llama-cpp-python {version}, libllama from {os.environ.get('LLAMA_CPP_LIB_PATH', 'its wheel')}; "
+        f"device {args.device}, parallel {args.parallel}, n_ctx {args.n_ctx} per sequence, flash attention "
+        f"{args.flash_attn}, kv_unified {args.kv_unified}, n_batch {args.n_batch}, n_ubatch {args.n_ubatch}, "
+        f"{args.threads} threads, {args.tokens} tokens per response, {args.requests} per client, {args.rounds} rounds"
+    )
+
+
+def _installed(name: str) -> bool:
+    try:
+        importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="See benchmarks/README.md.")
+    parser.add_argument("--sizes", default="model,packaged,1b", help=f"model, {', '.join(SHAPES)}, or E,L,H,KV,FF")
+    parser.add_argument("--clients", default="1,16,64,128", help="client counts, comma-separated")
+    parser.add_argument("--tokens", type=int, default=128, help="max_tokens of each response")
+    parser.add_argument("--requests", type=int, default=2, help="requests per client per round")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--parallel", type=int, default=None, help="sequences, both servers (default: most clients)")
+    parser.add_argument("--n-ctx", type=int, default=512, help="positions per sequence, both servers")
+    parser.add_argument("--device", choices=["gpu", "cpu"], default="gpu", help="offload every layer, or none")
+    parser.add_argument("--kv-unified", action="store_true", help="one KV buffer for all sequences, both servers")
+    parser.add_argument("--flash-attn", choices=["on", "off", "auto"], default="on")
+    parser.add_argument("--n-batch", type=int, default=2048)
+    parser.add_argument("--n-ubatch", type=int, default=512)
+    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)), help="CPU threads, both")
+    parser.add_argument("--build", type=Path, default=None, help="llama.cpp build folder: its bin/ serves both sides")
+    parser.add_argument("--llama-server", default=None, help="llama-server binary (default: --build's)")
+    parser.add_argument("--model", default=None, help="the GGUF `model` names, and the tokenizer of stand-ins")
+    parser.add_argument("--gguf-py", default=None, help="folder holding gguf-py's `gguf` package, if not installed")
+    parser.add_argument("--work", type=Path, default=None, help="where stand-ins are kept (default: a temporary one)")
+    parser.add_argument("--out", type=Path, default=None, help="also append the table to this file")
+    args = parser.parse_args(argv)
+    args.sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
+    args.clients = [int(c) for c in args.clients.split(",")]
+    args.parallel = args.parallel or max(args.clients)
+    if args.build is not None:
+        os.environ["LLAMA_CPP_LIB_PATH"] = str(args.build / "bin")  # this process's llama_cpp and the child's
+        args.llama_server = args.llama_server or str(args.build / "bin" / "llama-server")
+    if args.model is None:
+        from asgi_llm.config import default_model_path
+
+        args.model = default_model_path()
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    print(describe(args), flush=True)
+    lines = [f"{describe(args)}", "", *HEADER]
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = args.work or Path(scratch)
+        for label, model in models(args, folder):
+            print(f"\n== {label}: {Path(model).name}", flush=True)
+            figures = measure(model, args, Path(scratch))
+            for (side, c), f in figures.items():
+                if f.short:
+                    print(
+                        f"WARNING: {f.short} responses of {side} at C={c} were not {args.tokens} tokens",
+                        file=sys.stderr,
+                    )
+            rows = table(label, figures, args.clients)
+            print("\n".join([*HEADER, *rows]), flush=True)
+            lines += rows
+    if args.out is not None:
+        with args.out.open("a", encoding="utf-8") as out:
+            out.write("\n".join(lines) + "\n\n")
+
+
+if __name__ == "__main__":
+    main()
