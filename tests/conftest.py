@@ -1,15 +1,17 @@
-"""Shared fixtures: the anyio backend and validation against OpenAI's own OpenAPI spec.
+"""Shared fixtures: the anyio backends (asyncio and uvloop) and validation against OpenAI's own OpenAPI spec.
 
 The spec lives in the shared folder beside the repository (`../shared/spec`), in CI too.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_timeout
 import yaml
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
@@ -20,10 +22,57 @@ SPEC_URI = "urn:openai-openapi"
 
 SpecValidate = Callable[[Any, str], None]
 
+DESELECTED = pytest.StashKey[bool]()  # whether -k, -m, --deselect or --lf left tests out
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+
+@pytest.fixture(
+    scope="module", params=[pytest.param(("asyncio", {"use_uvloop": True}), id="uvloop"), pytest.param("asyncio")]
+)
+def anyio_backend(request: pytest.FixtureRequest) -> object:
+    """Every async test runs on uvloop, the loop `asgi-llm serve` (uvicorn) picks, and on plain asyncio:
+    their callbacks run in different orders, and some bugs show on one only. Module-wide, as anyio's own
+    default, so a module's shared async fixture (a loaded engine) starts once per backend."""
+    return request.param
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    if items:
+        items[0].config.stash[DESELECTED] = True
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The coverage floor is the whole suite's: a run of some tests reports coverage but holds no floor."""
+    config = session.config
+    whole = config.args_source is pytest.Config.ArgsSource.TESTPATHS and not config.stash.get(DESELECTED, False)
+    coverage = config.pluginmanager.get_plugin("_cov")
+    if coverage is not None and not whole:
+        coverage.options.cov_fail_under = None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
+    """pytest-timeout's thread method, which names the hung test before it dumps every thread's stack."""
+    if settings.method != "thread":
+        return None
+
+    def expire() -> None:
+        capture = item.config.pluginmanager.get_plugin("capturemanager")
+        if capture is not None:
+            capture.suspend_global_capture(item)  # as pytest-timeout does, so that the line shows
+        item.config.get_terminal_writer().line(f"\n{item.nodeid} ran past its {settings.timeout:g} s timeout", red=True)
+        pytest_timeout.timeout_timer(item, settings)  # dumps the stacks, then ends the run
+
+    timer = threading.Timer(settings.timeout, expire)
+    timer.name = f"timeout {item.nodeid}"
+    timer.daemon = True
+
+    def cancel() -> None:
+        timer.cancel()
+        timer.join()
+
+    item.cancel_timeout = cancel  # type: ignore[attr-defined]  # where pytest-timeout's own hook looks
+    timer.start()
+    return True
 
 
 def _null_tolerant(node: Any) -> Any:

@@ -58,7 +58,7 @@ def django_setup() -> None:
 
 
 @pytest.fixture(scope="session")
-def django_db(django_setup: None) -> Iterator[None]:
+def django_database(django_setup: None) -> Iterator[None]:
     """Migrated tables (our migration included) in a shared in-memory database, so the
     async ORM's worker thread sees the same data."""
     from django.db import connection
@@ -67,6 +67,16 @@ def django_db(django_setup: None) -> Iterator[None]:
     connection.creation.create_test_db(verbosity=0, autoclobber=True)
     yield
     connection.creation.destroy_test_db(name, verbosity=0)
+
+
+@pytest.fixture
+def django_db(django_database: None) -> Iterator[None]:
+    """The migrated database, emptied after each test, so a test (or its run on the other
+    anyio backend) never meets the keys another one made."""
+    from django.core.management import call_command
+
+    yield
+    call_command("flush", interactive=False, verbosity=0)
 
 
 @pytest.fixture

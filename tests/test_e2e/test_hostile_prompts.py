@@ -32,7 +32,7 @@ class Spy:
 
 @pytest.fixture
 def spy(server, monkeypatch: pytest.MonkeyPatch) -> Iterator[Spy]:
-    model = server.pool.loaded(MODEL)._model  # the engine's llama.cpp model, in this process
+    model = server.pool.loaded(MODEL).runtime.model  # the engine's llama.cpp model, in this process
     watcher = Spy(model.tokenize)
     monkeypatch.setattr(model, "tokenize", watcher)
     yield watcher

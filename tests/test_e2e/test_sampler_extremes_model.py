@@ -57,12 +57,12 @@ def test_a_temperature_that_rounds_to_0_is_greedy(server: Any) -> None:
     [
         {"temperature": 1e300, "top_k": 10**30},
         {"temperature": 0.8, "top_k": 0, "top_p": 0.0, "min_p": 1.0, "repeat_penalty": 1e300},
-        {"temperature": 1e-300, "repeat_penalty": 5e-324, "presence_penalty": -1e300, "frequency_penalty": math.nan},
+        {"temperature": 1e-300, "repeat_penalty": 5e-324, "presence_penalty": -1e300, "frequency_penalty": -1e300},
     ],
     ids=["hot", "cut to one", "penalties past their bounds"],
 )
 def test_ollama_options_past_every_bound_answer(server: Any, options: dict[str, Any]) -> None:
-    """Ollama bounds neither the temperature nor the penalties, nor refuses NaN for them."""
+    """Ollama bounds neither the temperature nor the penalties: every finite value is honoured."""
     body = {"model": "default", "messages": QUESTION, "stream": False, "options": {"num_predict": 8, **options}}
     reply = post(server, "/api/chat", body)
     assert reply.status_code == 200, reply.text
@@ -126,3 +126,10 @@ def test_a_grammar_that_no_token_can_continue_ends_the_output(
         with caplog.at_level(logging.WARNING, logger="asgi_llm.engine"):
             assert choice.sample(row, decoder.context, 8) == model.eos
         assert "allows no token" in caplog.text
+
+
+def test_nan_is_not_a_json_number_and_gets_a_400(server: Any) -> None:
+    """Python's json writes NaN for a client, and decodes it: we refuse it rather than sample with it."""
+    options = {"num_predict": 8, "frequency_penalty": math.nan}
+    reply = post(server, "/api/chat", {"model": "default", "messages": QUESTION, "stream": False, "options": options})
+    assert reply.status_code == 400 and "NaN" in reply.json()["error"]

@@ -158,11 +158,6 @@ async def running(*apps: LLMApp) -> AsyncIterator[None]:
         yield
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class Kit:
     CHAT = CHAT
     MESSAGES = MESSAGES
