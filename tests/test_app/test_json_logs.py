@@ -23,11 +23,6 @@ from asgi_llm.pool import ModelPool
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def record(message: str, *args: Any, exc: bool = False) -> logging.LogRecord:
     info = None
     if exc:

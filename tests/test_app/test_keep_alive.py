@@ -42,7 +42,7 @@ async def test_keep_alive_zero_unloads_when_the_request_ends_and_next_use_reload
 
 
 async def test_idle_timer_unloads_and_expires_at_is_reported() -> None:
-    p, made = pool(keep_alive=0.05)
+    p, _ = pool(keep_alive=0.05)
     await p.start()
     await p.wait_ready()
     async with p.use("m"):
@@ -98,9 +98,6 @@ async def test_a_global_cap_on_pending_requests_refuses_with_overloaded() -> Non
     await p.stop()
 
 
-@pytest.mark.parametrize(
-    "anyio_backend", [pytest.param(("asyncio", {"use_uvloop": True}), id="uvloop"), "asyncio"]
-)
 async def test_a_request_waiting_for_a_reload_holds_the_model_through_keep_alive_zero() -> None:
     """The load a request waits for ends with nobody using the model yet; with keep_alive 0 the
     idle unload must not fire under the waiting request (under uvloop's callback order it did,
@@ -141,7 +138,7 @@ async def test_a_request_without_keep_alive_brings_back_the_models_own_policy() 
 
 
 async def test_the_last_request_to_finish_sets_the_idle_time() -> None:
-    p, made = pool(keep_alive=None)
+    p, _ = pool(keep_alive=None)
     await p.start()
     await p.wait_ready()
     async with p.use("m", keep_alive=0):
