@@ -21,6 +21,8 @@ from asgi_llm.core import (
     LLMError,
     ModelCard,
     StateStore,
+    TokenizerRequest,
+    TokenizerResult,
     Usage,
 )
 
@@ -40,6 +42,7 @@ __all__ = [
     "StateRoute",
     "StateStore",
     "StreamEncoder",
+    "TokenizerRoute",
     "Unrecorded",
     "refuse_unrecognized",
     "validate",
@@ -161,6 +164,22 @@ class CountRoute(Generic[G, O]):
     """The pydantic model its JSON body is validated with: the request schema of `/openapi.json`."""
 
 
+T = TypeVar("T", bound=TokenizerRequest)
+
+
+@dataclass(frozen=True)
+class TokenizerRoute(Generic[T]):
+    """Asks a model's tokenizer or chat template, never decoding (llama-server's `/tokenize`).
+    A request without a model asks the first one the caller may use."""
+
+    path: str
+    parse: Callable[[Any], Parsed[T, None]]
+    render: Callable[[Parsed[T, None], TokenizerResult], Any]
+    methods: tuple[str, ...] = ("POST",)
+    body: type[BaseModel] | None = None
+    """The pydantic model its JSON body is validated with: the request schema of `/openapi.json`."""
+
+
 @dataclass(frozen=True)
 class InfoContext:
     catalog: Sequence[ModelCard]
@@ -197,7 +216,9 @@ class StateRoute:
     """The pydantic model its JSON body is validated with: the request schema of `/openapi.json`."""
 
 
-Route = GenerateRoute[Any, Any] | EmbedRoute[Any] | CountRoute[Any, Any] | InfoRoute | StateRoute
+Route = (
+    GenerateRoute[Any, Any] | EmbedRoute[Any] | CountRoute[Any, Any] | TokenizerRoute[Any] | InfoRoute | StateRoute
+)
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,12 @@ The default middleware it wraps around them is `stack.py`'s."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
+
+import anyio
 
 from .adapters.base import Adapter, Route, StateStore
 from .adapters.openai import OPENAI
@@ -118,7 +119,7 @@ class LLMApp:
         self.store = store or _store_from(self.settings)
         self._endpoint = Endpoint(self.pool, self.store, self.settings.max_body_bytes)
         self._lifespan_entered = False
-        self._lazy_lock = asyncio.Lock()
+        self._lazy_lock = anyio.Lock(fast_acquire=True)
         self.middleware: tuple[Layer, ...] = (
             tuple(middleware) if middleware is not None else default_middleware(self.pool, verify=verify)
         )

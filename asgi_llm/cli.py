@@ -154,13 +154,13 @@ def _discovered(settings: Settings) -> Settings:
     """Upstream models with `discover = true` replaced by those their upstream lists now."""
     if not any(m.is_upstream and m.discover for m in settings.models):
         return settings
-    import asyncio
+    import anyio
 
     from .core import LLMError
     from .engines.upstream import discover_settings
 
     try:
-        return asyncio.run(discover_settings(settings))
+        return anyio.run(discover_settings, settings)
     except LLMError as exc:
         raise ValueError(f"model discovery failed: {exc.message}") from None
 

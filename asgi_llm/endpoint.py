@@ -29,8 +29,10 @@ from .adapters.base import (
     StateRoute,
     StateStore,
     StreamEncoder,
+    TokenizerRoute,
 )
 from .core import (
+    DetokenizeRequest,
     Engine,
     EngineEvent,
     GenerationEvent,
@@ -39,6 +41,10 @@ from .core import (
     LLMError,
     PromptRead,
     Queued,
+    TemplateRequest,
+    Tokenizer,
+    TokenizerRequest,
+    TokenizerResult,
     Unsupported,
     Usage,
 )
@@ -123,6 +129,8 @@ class Endpoint:
             return
         if isinstance(route, EmbedRoute):
             await self._embed(route, body, meter, context.request_id, context.in_process, receive, send)
+        elif isinstance(route, TokenizerRoute):
+            await self._tokenizer(route, body, meter, scope, receive, send)
         elif isinstance(route, CountRoute):
             parsed = route.parse(body)
             if route.resolve is not None:
@@ -134,6 +142,19 @@ class Endpoint:
         else:
             trace, call = context.request_id, context.in_process
             await self._generate(route, body, meter, context.max_tokens, store, trace, call, receive, send)
+
+    async def _tokenizer(
+        self, route: TokenizerRoute[Any], body: Any, meter: Meter, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        parsed = route.parse(body)
+        name = parsed.request.model
+        if name is None:  # llama-server's shape names none: the first model this caller may use
+            name = _first(_visible(self._pool.catalog(), request_context(scope).key, request_info(scope).resolve_model))
+        async with self._pool.use(name) as (engine, model_id):
+            meter.serving(model_id)
+            asked = engine.tokenizer()
+            result = await _until_disconnect(receive, lambda: _ask(asked, parsed.request, engine.context_length))
+        await send_json(send, 200, route.render(parsed, result))
 
     async def _embed(
         self,
@@ -287,6 +308,23 @@ def _visible(catalog: list[ModelCard], key: KeyInfo | None, resolve: Callable[[s
     if key is None:
         return catalog
     return [card for card in catalog if key.may_use(card.id, resolve)]
+
+
+def _first(catalog: list[ModelCard]) -> str:
+    if not catalog:
+        raise InvalidRequest("Missing required parameter: 'model'; no model is served to this key.", param="model")
+    return catalog[0].id
+
+
+async def _ask(tokenizer: Tokenizer, request: TokenizerRequest, context_length: int) -> TokenizerResult:
+    if isinstance(request, TemplateRequest):
+        return TokenizerResult(prompt=await tokenizer.render_chat(request.chat))
+    if isinstance(request, DetokenizeRequest):
+        return TokenizerResult(request.tokens, tuple(await tokenizer.pieces(request.tokens)))
+    text, add, parse = request.text, request.add_special, request.parse_special
+    tokens = await tokenizer.tokenize(text, add_special=add, parse_special=parse)
+    pieces = await tokenizer.pieces(tokens) if request.pieces else []
+    return TokenizerResult(tuple(tokens), tuple(pieces), context_length)
 
 
 def _meta(model_id: str, trace: str) -> Meta:

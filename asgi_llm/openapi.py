@@ -19,7 +19,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic.json_schema import models_json_schema
 
-from .adapters.base import Adapter, CountRoute, EmbedRoute, GenerateRoute, Route
+from .adapters.base import Adapter, CountRoute, EmbedRoute, GenerateRoute, Route, TokenizerRoute
 from .core import InvalidRequest
 
 __all__ = ["AppRoute", "openapi_document", "served_at"]
@@ -169,7 +169,7 @@ def _parameters(route: Route) -> list[dict[str, Any]]:
 
 
 def _success(route: Route, components: dict[str, Any]) -> dict[str, Any]:
-    if not isinstance(route, (GenerateRoute, EmbedRoute, CountRoute)):
+    if not isinstance(route, (GenerateRoute, EmbedRoute, CountRoute, TokenizerRoute)):
         return {"description": "The protocol's reply."}
     content: dict[str, Any] = {"application/json": {"schema": _returned(route.render, components)}}
     description = "The reply."

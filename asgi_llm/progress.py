@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
+import asyncio  # only for the bar's task: a task group would wrap the block's exceptions in an ExceptionGroup
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TextIO
+
+import anyio
 
 __all__ = ["progress_bar", "render"]
 
@@ -40,7 +42,7 @@ async def progress_bar(
                 stream.write("\r\033[K" + line)
                 stream.flush()
                 shown = line
-            await asyncio.sleep(interval)
+            await anyio.sleep(interval)
 
     task = asyncio.get_running_loop().create_task(draw())
     try:

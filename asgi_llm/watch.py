@@ -3,12 +3,16 @@ models folder changes (polled by modification time: no dependency, works on ever
 
 from __future__ import annotations
 
+# asyncio only for the watcher's task (a task group would wrap the block's exceptions in an ExceptionGroup)
+# and the SIGHUP handler (a loop callback; anyio's signal receiver is an iterator needing a task of its own)
 import asyncio
 import contextlib
 import logging
 import os
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+
+import anyio
 
 __all__ = ["reloading"]
 
@@ -32,18 +36,19 @@ async def reloading(
     """Call `reload` on SIGHUP and whenever one of `paths()` changes, while the block runs.
     A failed reload is logged and the server goes on with what it served."""
     loop = asyncio.get_running_loop()
-    wake = asyncio.Event()
+    wake = anyio.Event()  # set by SIGHUP; a fresh one once it is heard
 
     async def run() -> None:
+        nonlocal wake
         watched = list(paths())
         seen = _stamps(watched)
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), timeout=interval)
+            with anyio.move_on_after(interval):
+                await wake.wait()
             now = _stamps(watched)
             if not wake.is_set() and now == seen:
                 continue
-            wake.clear()
+            wake = anyio.Event()
             try:
                 await reload()
                 log.info("configuration reloaded")
@@ -53,7 +58,7 @@ async def reloading(
             seen = _stamps(watched)
 
     with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # no signals off the main thread
-        loop.add_signal_handler(signal.SIGHUP, wake.set)
+        loop.add_signal_handler(signal.SIGHUP, lambda: wake.set())
     task = loop.create_task(run())
     try:
         yield

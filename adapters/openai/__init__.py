@@ -1,9 +1,10 @@
-"""The OpenAI protocol family, assembled: chat, completions, embeddings, models, responses."""
+"""The OpenAI protocol family, assembled: chat, completions, embeddings, models, responses, and
+llama-server's tokenizer routes."""
 
 from __future__ import annotations
 
 from ..base import Adapter
-from . import chat, completions, embeddings, models
+from . import chat, completions, embeddings, models, tokenizer
 from .common import render_error, tag_error
 from .responses import routes as responses
 
@@ -17,6 +18,7 @@ OPENAI = Adapter(
         embeddings.ROUTE,
         *models.ROUTES,
         *responses.ROUTES,
+        *tokenizer.ROUTES,
     ),
     render_error=render_error,
     tag_error=tag_error,

@@ -1,7 +1,7 @@
 """Protocol-neutral requests, events, errors and the engine contract. No I/O here."""
 
 from .catalog import ModelCard, ModelFacts, ModelState
-from .engine import Engine, EngineHealth
+from .engine import Engine, EngineHealth, Tokenizer
 from .errors import (
     BadGateway,
     ContextOverflow,
@@ -35,6 +35,7 @@ from .events import (
     Queued,
     ReasoningDelta,
     TextDelta,
+    TokenizerResult,
     TokenLogprob,
     ToolCallDelta,
     ToolCallEnd,
@@ -47,6 +48,7 @@ from .memory import MemoryEstimate
 from .requests import (
     ChatRequest,
     CompletionRequest,
+    DetokenizeRequest,
     EmbeddingRequest,
     GenerationRequest,
     Message,
@@ -54,7 +56,10 @@ from .requests import (
     Reasoning,
     Role,
     SamplingParams,
+    TemplateRequest,
     TokenIds,
+    TokenizeRequest,
+    TokenizerRequest,
     ToolCall,
     ToolChoice,
     ToolSpec,
@@ -66,6 +71,7 @@ __all__ = [
     "ChatRequest",
     "CompletionRequest",
     "ContextOverflow",
+    "DetokenizeRequest",
     "Embedding",
     "EmbeddingRequest",
     "EmbeddingResult",
@@ -104,9 +110,14 @@ __all__ = [
     "RouteNotFound",
     "SamplingParams",
     "StateStore",
+    "TemplateRequest",
     "TextDelta",
     "TokenIds",
     "TokenLogprob",
+    "TokenizeRequest",
+    "Tokenizer",
+    "TokenizerRequest",
+    "TokenizerResult",
     "ToolCall",
     "ToolCallDelta",
     "ToolCallEnd",

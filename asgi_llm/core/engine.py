@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from .events import EmbeddingResult, EngineEvent
 from .memory import MemoryEstimate
-from .requests import EmbeddingRequest, GenerationRequest
+from .requests import ChatRequest, EmbeddingRequest, GenerationRequest
 
-__all__ = ["Engine", "EngineHealth"]
+__all__ = ["Engine", "EngineHealth", "Tokenizer"]
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,25 @@ class EngineHealth:
     faults: int = 0  # requests ended by a fault on the engine's side, the others going on
     stalls: int = 0  # times queued or running work made no progress for `stall_seconds`
     restarts: int = 0  # times the model restarted in place, after a stall or a broken invariant
+
+
+class Tokenizer(Protocol):
+    """A loaded model's vocabulary and chat template, asked without decoding (llama-server's
+    `/tokenize`, `/detokenize` and `/apply-template`). Errors are raised as `LLMError`s."""
+
+    async def tokenize(self, text: str, *, add_special: bool, parse_special: bool) -> list[int]:
+        """`add_special`: what the model's tokenizer adds at the ends (a BOS, where its vocabulary
+        says to); `parse_special`: control tokens written in the text are read as themselves."""
+        ...
+
+    async def pieces(self, tokens: Sequence[int]) -> list[bytes]:
+        """Each token's bytes, control tokens written out; an id outside the vocabulary is an
+        `InvalidRequest` naming `tokens[i]`."""
+        ...
+
+    async def render_chat(self, request: ChatRequest) -> str:
+        """The text `generate` would tokenize for `request`: the same rendering, to the byte."""
+        ...
 
 
 @runtime_checkable
@@ -76,4 +95,9 @@ class Engine(Protocol):
 
     async def count_tokens(self, request: GenerationRequest) -> int:
         """Prompt tokens the request would use (chat template applied); raises like `generate`."""
+        ...
+
+    def tokenizer(self) -> Tokenizer:
+        """The loaded model's tokenizer; raises `Unsupported` where this engine has none to ask
+        (an upstream), `ModelNotReady` while the model cannot serve."""
         ...

@@ -18,6 +18,7 @@ __all__ = [
     "ReasoningDelta",
     "TextDelta",
     "TokenLogprob",
+    "TokenizerResult",
     "ToolCallDelta",
     "ToolCallEnd",
     "ToolCallStart",
@@ -155,6 +156,18 @@ class EmbeddingResult:
     @property
     def prompt_tokens(self) -> int:
         return sum(e.tokens for e in self.embeddings)
+
+
+@dataclass(frozen=True)
+class TokenizerResult:
+    """What a tokenizer request got: token ids, with each one's bytes where asked (a piece may be
+    part of a UTF-8 character; control tokens are written out), and the model's context length;
+    or the prompt a chat template rendered."""
+
+    tokens: tuple[int, ...] = ()
+    pieces: tuple[bytes, ...] = ()
+    context_length: int = 0
+    prompt: str = ""
 
 
 def total_usage(finishes: Iterable[Finish]) -> Usage:

@@ -9,6 +9,7 @@ from typing import Any, Literal
 __all__ = [
     "ChatRequest",
     "CompletionRequest",
+    "DetokenizeRequest",
     "EmbeddingRequest",
     "GenerationRequest",
     "Message",
@@ -16,7 +17,10 @@ __all__ = [
     "Reasoning",
     "Role",
     "SamplingParams",
+    "TemplateRequest",
     "TokenIds",
+    "TokenizeRequest",
+    "TokenizerRequest",
     "ToolCall",
     "ToolChoice",
     "ToolSpec",
@@ -149,3 +153,38 @@ class EmbeddingRequest:
 
 
 GenerationRequest = ChatRequest | CompletionRequest
+
+
+@dataclass(frozen=True)
+class TokenizeRequest:
+    """Text to token ids, nothing decoded. `add_special` adds what the model's tokenizer adds at
+    the ends (a BOS, where its vocabulary says to); `parse_special` reads control tokens written in
+    the text (`<|im_start|>`) as themselves; `pieces` asks for each token's bytes too. A `model`
+    of None is the first model the caller may use."""
+
+    model: str | None
+    text: str
+    add_special: bool = False
+    parse_special: bool = True
+    pieces: bool = False
+
+
+@dataclass(frozen=True)
+class DetokenizeRequest:
+    """Token ids back to text (control tokens written out); `model` as in `TokenizeRequest`."""
+
+    model: str | None
+    tokens: TokenIds
+
+
+@dataclass(frozen=True)
+class TemplateRequest:
+    """The prompt `chat` would be decoded from, rendered by the model's chat template and not
+    decoded; `model` as in `TokenizeRequest` (the chat's own is not read)."""
+
+    model: str | None
+    chat: ChatRequest
+
+
+TokenizerRequest = TokenizeRequest | DetokenizeRequest | TemplateRequest
+"""What a model's tokenizer and chat template answer without decoding."""

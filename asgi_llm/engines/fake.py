@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncGenerator, Sequence
-from typing import Any
+from collections.abc import AsyncGenerator, Awaitable, Sequence
+from typing import Any, Protocol
 
 from ..config import ModelConfig
 from ..core import (
+    ChatRequest,
     EmbeddingRequest,
     EmbeddingResult,
     EngineEvent,
     Finish,
     FinishReason,
     GenerationRequest,
+    InvalidRequest,
     LLMError,
     PromptRead,
     TextDelta,
@@ -27,6 +28,12 @@ from .inference_thread import InferenceThread
 __all__ = ["FakeEngine"]
 
 
+class _Gate(Protocol):
+    """What `load` waits for: an `anyio.Event`, or anything else with an awaitable `wait()`."""
+
+    def wait(self) -> Awaitable[object]: ...
+
+
 class FakeEngine:
     """Replies with `pieces` for every choice; `loaded` gates `load()`; `error` is raised instead."""
 
@@ -37,7 +44,7 @@ class FakeEngine:
         *,
         pieces: Sequence[str] = ("Hello", " there"),
         error: LLMError | None = None,
-        loaded: asyncio.Event | None = None,
+        loaded: _Gate | None = None,
     ) -> None:
         self.config = config
         self.pieces = tuple(pieces)
@@ -92,3 +99,28 @@ class FakeEngine:
 
     async def embed(self, request: EmbeddingRequest) -> EmbeddingResult:
         return EmbeddingResult(tuple(Embedding((1.0, 0.0), tokens=1) for _ in request.inputs))
+
+    def tokenizer(self) -> ByteTokenizer:
+        return ByteTokenizer()
+
+
+class ByteTokenizer:
+    """Each UTF-8 byte is a token, its value the id; `BOS` is `<s>`: put first by `add_special`,
+    and read from the text with `parse_special`."""
+
+    BOS = 256
+
+    async def tokenize(self, text: str, *, add_special: bool, parse_special: bool) -> list[int]:
+        tokens = [self.BOS] if add_special else []
+        for i, part in enumerate(text.split("<s>") if parse_special else [text]):
+            tokens += [self.BOS] * (i > 0) + list(part.encode("utf-8"))
+        return tokens
+
+    async def pieces(self, tokens: Sequence[int]) -> list[bytes]:
+        for i, token in enumerate(tokens):
+            if not 0 <= token <= self.BOS:
+                raise InvalidRequest(f"Token id {token} is not in this vocabulary.", param=f"tokens[{i}]")
+        return [b"<s>" if token == self.BOS else bytes([token]) for token in tokens]
+
+    async def render_chat(self, request: ChatRequest) -> str:
+        return "".join(f"<{m.role}>{m.content}\n" for m in request.messages) + "<assistant>"

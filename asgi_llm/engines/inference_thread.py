@@ -9,6 +9,8 @@ long generation to finish.
 
 from __future__ import annotations
 
+# asyncio for the bridge from this thread to the event loop: `call_soon_threadsafe` into the
+# receiving loop, its futures, and `wrap_future` of a call's concurrent.futures.Future
 import asyncio
 import concurrent.futures
 import contextlib
@@ -18,6 +20,8 @@ import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Generic, Protocol, TypeVar
+
+import anyio
 
 from ..core.errors import ModelNotReady
 
@@ -184,7 +188,7 @@ class InferenceThread:
             return
         self._inbox.put(_STOP)
         while thread.is_alive():
-            await asyncio.sleep(0.005)
+            await anyio.sleep(0.005)
         self._thread = None
 
     async def call(self, fn: Callable[[], T]) -> T:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
+import asyncio  # only to type the loading task and the idle timer, asyncio's for the reasons in lifecycle.py
 import logging
 import os
 

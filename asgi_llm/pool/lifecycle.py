@@ -3,11 +3,15 @@ idle for its keep-alive or when asked, and the pool's start and stop around it a
 
 from __future__ import annotations
 
+# asyncio only for a model's loading task, which many requests await (each through `shield`) and which
+# outlives the request that starts it, and for its idle timer (`call_later`): no task group's scope fits them
 import asyncio
 import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+
+import anyio
 
 from ..config import ModelConfig
 from ..core import Engine, LLMError, ModelNotReady, Overloaded
@@ -57,7 +61,9 @@ class Lifecycle:
             models.users -= 1
             raise
         self._thread.start()
-        await asyncio.gather(*(self._residency.read_facts(entry) for entry in models.entries))
+        async with anyio.create_task_group() as group:
+            for entry in models.entries:
+                group.start_soon(self._residency.read_facts, entry)
         self.load_startup(entry for entry in models.entries if entry.config.load == "startup")
 
     async def stop(self) -> None:

@@ -4,12 +4,16 @@ room: the least recently used idle, unpinned model first; a busy one when its re
 
 from __future__ import annotations
 
+# asyncio only for `to_thread`: a GGUF header is read in the loop's own executor, which the loop can see
+# and account for (a host's `set_default_executor`; the virtual clock of tests/test_app/test_pool_states.py)
 import asyncio
 import functools
 import logging
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
+
+import anyio
 
 from ..config import Settings
 from ..core import InsufficientMemory, ModelNotReady, Overloaded
@@ -63,8 +67,8 @@ class Residency:
 
     def __init__(self, models: Roster) -> None:
         self._models = models
-        self._admission = asyncio.Lock()  # one load at a time decides what it unloads
-        self._room = asyncio.Event()  # set whenever a model unloads or goes idle
+        self._admission = anyio.Lock(fast_acquire=True)  # one load at a time decides what it unloads
+        self._room = anyio.Event()  # set whenever a model unloads or goes idle (a fresh one for each wait)
 
     @property
     def limited(self) -> bool:
@@ -167,7 +171,7 @@ class Residency:
             while True:
                 if not self._models.started:
                     raise ModelNotReady("The model server is stopping.")
-                self._room.clear()
+                self._room = anyio.Event()
                 resident = [s for s in self._models.entries if s.resident and s is not entry]
                 short = self._shortfall(entry, resident)
                 if short is None:
@@ -191,7 +195,8 @@ class Residency:
                     busy[0].keep_alive, busy[0].unload_pending = 0, True
                 left = deadline - time.monotonic()
                 try:
-                    await asyncio.wait_for(self._room.wait(), timeout=max(left, 0))
+                    with anyio.fail_after(max(left, 0)):
+                        await self._room.wait()
                 except TimeoutError:
                     settings = self._models.settings
                     raise Overloaded(

@@ -23,6 +23,7 @@ from asgi_llm.adapters.ollama import generate as ollama_generate
 from asgi_llm.adapters.openai import chat as openai_chat
 from asgi_llm.adapters.openai import completions as openai_completions
 from asgi_llm.adapters.openai import embeddings as openai_embeddings
+from asgi_llm.adapters.openai import tokenizer as openai_tokenizer
 from asgi_llm.adapters.openai.responses import routes as openai_responses
 from asgi_llm.core import InvalidRequest
 
@@ -115,6 +116,37 @@ TABLES = {
             "encoding_format": Honoured("base64"),
             "user": Honoured("u-1"),
             "dimensions": Refused(8),
+        },
+    ),
+    "openai-tokenize": Table(
+        openai_tokenizer.TokenizeBody,
+        openai_tokenizer.parse_tokenize,
+        {"content": "hi"},
+        {
+            "model": Honoured("other"),
+            "content": Honoured("other"),
+            "add_special": Honoured(True),
+            "parse_special": Honoured(False),
+            "with_pieces": Honoured(True),
+        },
+    ),
+    "openai-detokenize": Table(
+        openai_tokenizer.DetokenizeBody,
+        openai_tokenizer.parse_detokenize,
+        {"tokens": [1, 2]},
+        {"model": Honoured("other"), "tokens": Honoured([3])},
+    ),
+    "openai-apply-template": Table(
+        openai_tokenizer.ApplyTemplateBody,
+        openai_tokenizer.parse_template,
+        {"messages": USER},
+        {
+            "model": Honoured("other"),
+            "messages": Honoured([{"role": "user", "content": "other"}]),
+            "tools": Honoured([TOOL]),
+            "tool_choice": Honoured("none"),
+            "reasoning_effort": Honoured("high"),
+            "chat_template_kwargs": Honoured({"enable_thinking": False}),
         },
     ),
     "openai-responses": Table(

@@ -128,6 +128,25 @@ async def test_the_chat_reply_schema_comes_from_its_typed_shape_and_fits_a_real_
     assert error["example"]["error"]["param"] == "model"  # OpenAI's own error envelope
 
 
+async def test_the_tokenizer_replies_schemas_come_from_their_typed_shapes_and_fit_real_replies() -> None:
+    app = fake_app((OPENAI,))
+    doc = await fetch(app)
+    paths = doc["paths"]
+    assert {"/tokenize", "/detokenize", "/apply-template"} <= set(paths)
+    tokenize = paths["/tokenize"]["post"]
+    check = schema_validator(doc, tokenize["responses"]["200"]["content"]["application/json"]["schema"])
+    body = schema_validator(doc, tokenize["requestBody"]["content"]["application/json"]["schema"])
+    assert body.is_valid({"content": "é", "with_pieces": True}) and not body.is_valid({"content": 1})
+    async with client(app) as http:
+        for asked in ({"content": "é"}, {"content": "é", "with_pieces": True}):
+            reply = (await http.post("/tokenize", json=asked)).json()
+            assert check.is_valid(reply), reply
+        template = (await http.post("/apply-template", json={"messages": CHAT["messages"]})).json()
+    assert not check.is_valid({"tokens": [{"id": 1}], "count": 1, "max_model_len": 8})  # a piece is required
+    shape = paths["/apply-template"]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert schema_validator(doc, shape).is_valid(template)
+
+
 async def test_servers_follow_the_mount_point() -> None:
     app = fake_app((OPENAI,))
     async with client(app, root_path="/llm/v1") as http:

@@ -125,3 +125,13 @@ def test_usage_lands_in_the_ledger_and_in_metrics(served: Served) -> None:
     assert 'asgi_llm_model_loaded{model="SmolLM2-135M-Instruct"} 1' in text
     assert 'asgi_llm_request_errors_total{protocol="openai",model="",key="",status="401"}' in text
     assert CLI_KEY not in text and ENV_KEY not in text
+
+
+def test_the_tokenizer_routes_need_a_key_like_models_does(served: Served) -> None:
+    asked: dict[str, Any] = {"/tokenize": {"content": "Ünïcödé"}, "/detokenize": {"tokens": [28]}}
+    asked["/apply-template"] = {"messages": HI}
+    for path, body in asked.items():
+        assert httpx.post(f"{served.url}/v1{path}", json=body).status_code == 401
+        key = {"authorization": f"Bearer {CLI_KEY}"}
+        keyed = httpx.post(f"{served.url}/v1{path}", json=body, headers=key, timeout=60)
+        assert keyed.status_code == 200, keyed.text

@@ -4,7 +4,7 @@ the watchdog that keeps them from waiting on a model that makes no progress (wat
 
 from __future__ import annotations
 
-import asyncio
+import asyncio  # only to name the loop that the inference thread hands this request's events to
 import logging
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -21,6 +21,7 @@ from .jobs import END, Ticket
 from .native import backend_info
 from .prompt_bound import at_least
 from .runtime import Runtime
+from .vocabulary import Vocabulary
 from .waiting import waiting
 from .watchdog import OpenRequests, Watchdog
 
@@ -140,6 +141,9 @@ class LlamaCppEngine:
         runtime = self._serving()
         runtime.prompts.refuse_surely_too_long(request)
         return await self._thread.call(lambda: runtime.count(request))
+
+    def tokenizer(self) -> Vocabulary:
+        return Vocabulary(self._thread, self._serving())
 
     def _serving(self) -> Runtime:
         """The loaded runtime, unless the model cannot serve a fresh request now."""

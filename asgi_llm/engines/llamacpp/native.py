@@ -163,13 +163,14 @@ class Model:
     def token_text(self, token: int) -> str:
         return str(self.native.token_get_text(token))
 
-    def piece(self, token: int) -> bytes:
-        """The exact bytes of one token (a piece may be part of a UTF-8 character)."""
+    def piece(self, token: int, *, special: bool = False) -> bytes:
+        """The exact bytes of one token (a piece may be part of a UTF-8 character); with
+        `special`, a control token is written out (`<|im_start|>`) rather than empty."""
         size = len(self._piece_buffer)
-        n = llama_cpp.llama_token_to_piece(self.vocab, token, self._piece_buffer, size, 0, False)
+        n = llama_cpp.llama_token_to_piece(self.vocab, token, self._piece_buffer, size, 0, special)
         if n < 0:
             self._piece_buffer = ctypes.create_string_buffer(-n)
-            return self.piece(token)
+            return self.piece(token, special=special)
         return self._piece_buffer.raw[:n]
 
     def is_end(self, token: int) -> bool:

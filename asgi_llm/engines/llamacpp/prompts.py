@@ -95,7 +95,7 @@ class Prompts:
         """Each prompt's tokens, and the text to echo before its output (completions only)."""
         model = self._model
         if isinstance(request, ChatRequest):
-            text = self._chat_text(request)
+            text = self.chat_text(request)
             return [(self._tokens(text, request, add_bos=not text.startswith(self.template.bos_token or "\0")), None)]
         prompts = []
         for i, prompt in enumerate(request.prompts):
@@ -106,7 +106,8 @@ class Prompts:
                 prompts.append((tokens, model.detokenize(tokens) if request.echo else None))
         return prompts
 
-    def _chat_text(self, request: ChatRequest) -> str:
+    def chat_text(self, request: ChatRequest) -> str:
+        """The text a chat's prompt is tokenized from (what `/apply-template` shows)."""
         messages, prefill = _prefill(request.messages)
         if offers_tools(request) and not self.facts.has_tools:
             messages = with_tools_note(messages, request.tools)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import AsyncGenerator
+
+import anyio
 
 from ...core.errors import Overloaded
 from ...core.events import Queued
@@ -24,15 +24,14 @@ async def waiting(
     so a stream can send headers and keep-alives. Past `timeout`, a 503 (the caller marks the
     ticket cancelled, which drops its jobs from the queue before they cost anything). Ends once
     the scheduler admitted it or sent it anything."""
-    loop = asyncio.get_running_loop()
-    start = beat = loop.time()
+    start = beat = anyio.current_time()
     yield Queued(0.0)
     while not ticket.admitted and not channel.pending:
-        now = loop.time()
+        now = anyio.current_time()
         if now - start >= timeout:
             raise Overloaded(f"This request waited {timeout:g} s for the model '{model}' to be free; retry shortly.")
         if now - beat >= BEAT:
             beat = now
             yield Queued(now - start)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(channel.ready(), min(POLL, start + timeout - now))
+        with anyio.move_on_after(min(POLL, start + timeout - now)):
+            await channel.ready()

@@ -4,11 +4,13 @@ whatever the inference thread is doing, and has the model restart."""
 
 from __future__ import annotations
 
-import asyncio
+import asyncio  # only for the watchdog's task, which runs from `start` to `stop`, past the call that starts it
 import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
+
+import anyio
 
 from ...core.errors import ModelNotReady
 from ..inference_thread import Channel
@@ -76,7 +78,7 @@ class Watchdog:
 
     async def _watch(self) -> None:
         while True:
-            await asyncio.sleep(min(self._limit / 4, 1.0))
+            await anyio.sleep(min(self._limit / 4, 1.0))
             if not len(self._requests) or self.stalled is not None:
                 continue
             quiet = time.monotonic() - max(self._moved(), self._requests.busy_since)

@@ -16,7 +16,7 @@ variable `api_key_env` at construction and never shown: not in errors, logs or `
 
 from __future__ import annotations
 
-import asyncio
+import asyncio  # only for the health-check task, which runs from `load` to `close`, past the call that starts it
 import contextlib
 import logging
 import os
@@ -25,12 +25,13 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
+import anyio
 import httpx
 from pydantic import SecretStr
 
 from ...config import ModelConfig, Settings
-from ...core.engine import EngineHealth
-from ...core.errors import BadGateway, GatewayTimeout, LLMError, ModelNotReady, Unavailable
+from ...core.engine import EngineHealth, Tokenizer
+from ...core.errors import BadGateway, GatewayTimeout, LLMError, ModelNotReady, Unavailable, Unsupported
 from ...core.events import EmbeddingResult, GenerationEvent
 from ...core.memory import MemoryEstimate
 from ...core.requests import CompletionRequest, EmbeddingRequest, GenerationRequest
@@ -142,6 +143,14 @@ class UpstreamEngine:
             return usage_of(usage).prompt_tokens
         return estimate_prompt_tokens(request)
 
+    def tokenizer(self) -> Tokenizer:
+        """No standard OpenAI endpoint tokenizes, so none is guessed at: refused, naming the routes."""
+        raise Unsupported(
+            f"/tokenize, /detokenize and /apply-template are not available for '{self.config.id}', "
+            "which is served by an upstream server.",
+            param="model",
+        )
+
     # -- generation ------------------------------------------------------------------
 
     async def _generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
@@ -166,7 +175,7 @@ class UpstreamEngine:
         for replica in self.replicas.attempts():
             stream = self._attempt(replica, path, body, request)
             try:
-                async with asyncio.timeout(self.config.first_byte_timeout):
+                with anyio.fail_after(self.config.first_byte_timeout):
                     first = await anext(stream)
             except _Retry as retry:
                 last = retry.error

@@ -6,12 +6,13 @@ embeddings answer as core embeddings. No HTTP here: `engine.py` hands in what it
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import types
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
+
+import anyio
 
 from ...core.errors import BadGateway, GatewayTimeout
 from ...core.events import Embedding, EmbeddingResult, GenerationEvent
@@ -48,7 +49,7 @@ async def next_chunk(
     try:
         if idle_timeout is None:
             return await anext(chunks)
-        async with asyncio.timeout(idle_timeout):
+        with anyio.fail_after(idle_timeout):
             return await anext(chunks)
     except StopAsyncIteration:
         return ENDED

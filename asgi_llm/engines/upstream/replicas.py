@@ -9,12 +9,13 @@ refuses work the upstream could do. No I/O here: the probe is handed in.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import anyio
 
 __all__ = ["NoReplica", "Replica", "ReplicaSet"]
 
@@ -117,9 +118,19 @@ class ReplicaSet:
     async def check(self, probe: Probe, replicas: Sequence[Replica] | None = None) -> None:
         """Probe these replicas (default: those due) at once and mark each by its answer."""
         batch = self.due() if replicas is None else replicas
-        results = await asyncio.gather(*(probe(r.url) for r in batch), return_exceptions=True)
+        results = [False] * len(batch)
+
+        async def answer(index: int, url: str) -> None:
+            try:
+                results[index] = await probe(url) is True
+            except Exception:  # noqa: BLE001 - a probe that raises fails its replica, as one that answers False
+                results[index] = False
+
+        async with anyio.create_task_group() as group:
+            for index, replica in enumerate(batch):
+                group.start_soon(answer, index, replica.url)
         for replica, ok in zip(batch, results):
-            if ok is True:
+            if ok:
                 self.passed(replica)
             else:
                 self.failed(replica)
@@ -127,7 +138,7 @@ class ReplicaSet:
     async def watch(self, probe: Probe) -> None:
         """Health-check forever, each replica when it is due (run as a task; cancel to stop)."""
         while True:
-            await asyncio.sleep(self.next_due())
+            await anyio.sleep(self.next_due())
             await self.check(probe)
 
     def describe(self) -> list[dict[str, Any]]:
