@@ -113,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not model.is_upstream:
                 model.resolved_path()
         settings = _discovered(settings)
+        _refuse_oversized_kv(settings)
     except DefaultModelMissing as exc:
         print(f"asgi-llm: {exc}", file=sys.stderr)
         return 2
@@ -148,6 +149,16 @@ def short_openmp_spin(environ: MutableMapping[str, str]) -> None:
         return
     environ["OMP_WAIT_POLICY"] = "passive"
     environ["GOMP_SPINCOUNT"] = "1000"
+
+
+def _refuse_oversized_kv(settings: Settings) -> None:
+    """A KV cache over the budgets is refused before the server starts, in one line with the
+    figures (the pool refuses it again at start, for hosts that do not come through here)."""
+    import anyio
+
+    from .pool.residency import refuse_oversized_kv
+
+    anyio.run(refuse_oversized_kv, settings.with_models_dir())
 
 
 def _discovered(settings: Settings) -> Settings:

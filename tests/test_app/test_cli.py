@@ -112,3 +112,14 @@ def test_serve_lets_openmp_threads_sleep_unless_the_environment_says(monkeypatch
         environ = dict(chosen)
         cli.short_openmp_spin(environ)
         assert environ == chosen
+
+
+def test_a_kv_cache_over_the_budget_is_refused_in_one_line_before_serving(
+    capsys: pytest.CaptureFixture[str], tmp_path  # type: ignore[no-untyped-def]
+) -> None:
+    config = tmp_path / "big.toml"
+    config.write_text('memory_budget = "200MB"\n[[models]]\naliases = ["default"]\nparallel = 256\nn_ctx = 4096\n')
+    assert cli.main(["serve", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("asgi-llm: model ") and "parallel = 256" in err and "memory_budget = 200000000 bytes" in err
+    assert "Traceback" not in err

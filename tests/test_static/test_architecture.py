@@ -134,6 +134,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.keys_cli",
         "asgi_llm.logs",
         "asgi_llm.middleware.sqlite_keys",
+        "asgi_llm.pool.residency",
         "asgi_llm.watch",
         "asgi_llm.progress",
     ),
