@@ -31,6 +31,7 @@ from asgi_llm import LLMApp, ModelConfig, ModelPool, Settings
 from asgi_llm.adapters.anthropic import ANTHROPIC
 from asgi_llm.adapters.ollama import OLLAMA
 from asgi_llm.adapters.openai import OPENAI
+from asgi_llm.engines.llamacpp.native import Decoder, Model, new_single_context
 
 MODEL = "SmolLM2-135M-Instruct"
 N_CTX = 2048
@@ -178,3 +179,15 @@ def serve_app() -> Callable[[Starlette], contextlib.AbstractContextManager[str]]
     """Serve another host app under real uvicorn on a free port; build it on `server.pool` so
     that no model loads twice."""
     return run_uvicorn
+
+
+@pytest.fixture(scope="module")
+def loaded() -> Iterator[tuple[Model, Decoder]]:
+    """The packaged model and a one-sequence context of 256 positions, for a module's tests of
+    what the engine's pieces do with real logits (no scheduler, no server)."""
+    config = ModelConfig(n_ctx=256)
+    model = Model(config)
+    decoder = Decoder(new_single_context(model, config, size=256, batch=64))
+    yield model, decoder
+    decoder.close()
+    model.close()

@@ -7,31 +7,19 @@ at the edge that its single-precision running sums drop."""
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Iterator
 
 import llama_cpp
 import numpy as np
 import pytest
 from llama_cpp import _internals
 
-from asgi_llm import ModelConfig
 from asgi_llm.core import SamplingParams
 from asgi_llm.engines.llamacpp.jobs import BatchToken
-from asgi_llm.engines.llamacpp.native import Decoder, Model, new_single_context
+from asgi_llm.engines.llamacpp.native import Decoder, Model
 from asgi_llm.engines.llamacpp.picks import PENALTY_WINDOW, SampledPick
 from asgi_llm.engines.llamacpp.sampling import Sampling
 
 STEPS = 24
-
-
-@pytest.fixture(scope="module")
-def loaded() -> Iterator[tuple[Model, Decoder]]:
-    config = ModelConfig(n_ctx=256)
-    model = Model(config)
-    decoder = Decoder(new_single_context(model, config, size=256, batch=64))
-    yield model, decoder
-    decoder.close()
-    model.close()
 
 
 def llama_cpp_greedy(bias: dict[int, float], penalties: dict[str, float], n_vocab: int) -> object:

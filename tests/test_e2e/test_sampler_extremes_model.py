@@ -8,16 +8,14 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from asgi_llm import ModelConfig
 from asgi_llm.core import SamplingParams
 from asgi_llm.engines.llamacpp.jobs import BatchToken
-from asgi_llm.engines.llamacpp.native import Decoder, Model, new_single_context
+from asgi_llm.engines.llamacpp.native import Decoder, Model
 from asgi_llm.engines.llamacpp.sampling import Sampling
 
 QUESTION = [{"role": "user", "content": "Name three colours of the sea."}]
@@ -67,16 +65,6 @@ def test_ollama_options_past_every_bound_answer(server: Any, options: dict[str, 
     reply = post(server, "/api/chat", body)
     assert reply.status_code == 200, reply.text
     assert reply.json()["done"] is True and reply.json()["eval_count"] >= 1
-
-
-@pytest.fixture(scope="module")
-def loaded() -> Iterator[tuple[Model, Decoder]]:
-    config = ModelConfig(n_ctx=256)
-    model = Model(config)
-    decoder = Decoder(new_single_context(model, config, size=256, batch=64))
-    yield model, decoder
-    decoder.close()
-    model.close()
 
 
 def prompted(model: Model, decoder: Decoder) -> tuple[int, int]:
