@@ -35,6 +35,8 @@ __all__ = ["Runtime"]
 
 log = logging.getLogger("asgi_llm.engine")
 
+_MakeChoice = Callable[[list[int], int, str | None, bool], TokenChoice]
+
 
 class Runtime:
     """Loads at construction; `close` lets everything go."""
@@ -130,8 +132,9 @@ class Runtime:
         ticket.open = len(jobs)
         return self.scheduler.submit(jobs)
 
-    def _choices(self, request: GenerationRequest, constraint: Constraint) -> Callable[..., TokenChoice]:
-        """Makes each choice of `request`, sharing what its choices have in common."""
+    def _choices(self, request: GenerationRequest, constraint: Constraint) -> _MakeChoice:
+        """Makes each choice of `request` (its prompt, index, echo, and whether it reports the
+        prompt), sharing what its choices have in common."""
         model, params = self.model, constraint.sampling
         grammar = checked_grammar(model, constraint.schema, constraint.param) if constraint.schema is not None else None
         shape = readable(grammar) if grammar is not None else None
