@@ -221,9 +221,12 @@ class InferenceThread:
         stopping = False
         progressed = True
         while not stopping:
+            busy = any(stepper.active for stepper in self._steppers)
+            stopping = self._admit(wait=None if not busy else 0.0 if progressed else IDLE_WAIT)
+            # Read after the calls: a call that queued work (a submit) is stepped at once,
+            # not after an idle wait.
             active = [stepper for stepper in self._steppers if stepper.active]
             self._stepping = bool(active)
-            stopping = self._admit(wait=None if not active else 0.0 if progressed else IDLE_WAIT)
             progressed = False
             for stepper in active:
                 try:

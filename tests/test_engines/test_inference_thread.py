@@ -121,6 +121,25 @@ async def test_an_attached_stepper_is_stepped_on_the_thread_while_it_has_work() 
         await thread.stop()
 
 
+async def test_work_brought_to_an_idle_thread_is_stepped_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A submit wakes the thread, which steps the work right after the call: the idle wait is
+    for steps that could do nothing, never for fresh work (it once added 50 ms to every first
+    token of a request that found the model idle)."""
+    monkeypatch.setattr("asgi_llm.engines.inference_thread.IDLE_WAIT", 30.0)
+    thread = InferenceThread(name="waking")
+    thread.start()
+    try:
+        stepper = CountingStepper(work=0)
+        await thread.attach(stepper)
+        for _ in range(3):  # each time from idle
+            await thread.call(lambda: setattr(stepper, "work", 1))
+            with anyio.fail_after(2):
+                while stepper.work:
+                    await asyncio.sleep(0.001)
+    finally:
+        await thread.stop()
+
+
 class Stuck:
     """A stepper with work it can never do (every sequence held): each step says so."""
 
