@@ -108,7 +108,12 @@ def _quiet_llama_cpp() -> Any:
 
 
 def quiet_bias(model: str) -> dict[str, float]:
-    """`end_token_bias`, without llama.cpp's account of the vocabulary it loads."""
+    """`end_token_bias`, without llama.cpp's account of the vocabulary it loads; or the
+    `END_BIAS` environment variable's JSON, where loading a vocabulary in this process crashes
+    (it did with a CUDA build on an H100: compute it on any CPU host, as the stand-ins share the
+    tokenizer of `--model`)."""
+    if os.environ.get("END_BIAS"):
+        return {str(token): float(bias) for token, bias in json.loads(os.environ["END_BIAS"]).items()}
     _quiet_llama_cpp()
     return end_token_bias(model)
 
