@@ -16,7 +16,7 @@ import anthropic
 import ollama
 import openai
 
-__all__ = ["BUDGETS", "Clients", "Run", "refused_for_budget", "run_all"]
+__all__ = ["BUDGETS", "Clients", "Run", "execute", "refused_for_budget", "run_all"]
 
 CONCURRENCY = 4
 TIMEOUT = 600
@@ -78,6 +78,14 @@ async def run_all(
             slot = i * len(protocols) + j
             budget = min(BUDGETS[(slot + i) % len(BUDGETS)], int(case.max_tokens))
             runs.append(Run(case, p, (i + j) % 2 == 0, budget, slot))
+    await execute(url, runs, ask)
+    return runs
+
+
+async def execute(
+    url: str, runs: Sequence[Run[Case]], ask: Mapping[str, Callable[[Clients, Run[Case]], Awaitable[Any]]]
+) -> None:
+    """Each run through its protocol's client, a few at a time; its reply or its failure is kept on it."""
     gate = asyncio.Semaphore(CONCURRENCY)
     async with (
         openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=TIMEOUT) as oa,
@@ -95,4 +103,3 @@ async def run_all(
                     run.failure = exc
 
         await asyncio.gather(*(one(run) for run in runs))
-    return runs

@@ -89,7 +89,7 @@ def test_chat_parse_with_a_pydantic_model(client: openai.OpenAI) -> None:
 
 
 def test_chat_schema_decoding_cannot_enforce_is_400(client: openai.OpenAI) -> None:
-    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}}
+    schema = {"type": "object", "properties": {"n": {"type": "array", "uniqueItems": True}}}
     with pytest.raises(openai.BadRequestError) as caught:
         client.chat.completions.create(
             model=MODEL,
@@ -98,7 +98,7 @@ def test_chat_schema_decoding_cannot_enforce_is_400(client: openai.OpenAI) -> No
             response_format={"type": "json_schema", "json_schema": {"name": "n", "schema": schema}},
         )
     assert caught.value.param == "response_format.json_schema.schema"
-    assert "minimum" in caught.value.message
+    assert "uniqueItems" in caught.value.message
 
 
 def test_chat_invalid_schema_is_400(client: openai.OpenAI) -> None:

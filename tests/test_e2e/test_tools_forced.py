@@ -99,14 +99,14 @@ def test_chat_tool_schema_decoding_cannot_enforce_is_400(client: openai.OpenAI) 
         "type": "function",
         "function": {
             "name": "count",
-            "parameters": {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}},
+            "parameters": {"type": "object", "properties": {"n": {"type": "array", "uniqueItems": True}}},
         },
     }
     with pytest.raises(openai.BadRequestError) as caught:
         client.chat.completions.create(
             model=MODEL, messages=ASK, tools=[tool], tool_choice="required", max_tokens=LIMIT
         )
-    assert caught.value.param == "tools[0]" and "minimum" in caught.value.message
+    assert caught.value.param == "tools[0]" and "uniqueItems" in caught.value.message
 
 
 def test_responses_required(client: openai.OpenAI) -> None:

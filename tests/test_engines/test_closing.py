@@ -9,12 +9,12 @@ from typing import Any
 
 import jsonschema
 import pytest
-from llama_cpp.llama_grammar import json_schema_to_gbnf
 
 from asgi_llm.engines.decoding.closing import Closer
 from asgi_llm.engines.decoding.gbnf import parse
-from asgi_llm.engines.decoding.grammar import enforceable, harden
+from asgi_llm.engines.decoding.grammar import enforceable
 from asgi_llm.engines.decoding.recognizer import Position
+from asgi_llm.engines.decoding.schema_gbnf import schema_gbnf
 from asgi_llm.engines.llamacpp.sampling import spelling
 
 END = 0
@@ -49,7 +49,7 @@ def piece(token: int) -> bytes:
 def run(schema: dict[str, Any], budget: int, wants: Callable[[str], str]) -> tuple[str, bool, bool]:
     """A model that writes `wants(text so far)` where the grammar lets it; the output, whether it
     ended on its own (an end token), and whether the closer cut it."""
-    grammar = parse(harden(json_schema_to_gbnf(json.dumps(enforceable(schema, "s")))))
+    grammar = parse(schema_gbnf(enforceable(schema, "s")))
     closer = Closer(grammar, tokenize, piece, lambda t: t == END, END)
     judge = Position(grammar)  # stands in for llama.cpp's grammar sampler
     text = ""
@@ -80,7 +80,7 @@ def rambler(text: str) -> str:
 
 @pytest.mark.parametrize("budget", [38, 39, 40, 44, 60, 100])
 def test_a_model_that_never_stops_is_closed_in_budget(budget: int) -> None:
-    least = Closer(parse(harden(json_schema_to_gbnf(json.dumps(enforceable(SCHEMA, "s"))))), tokenize, piece, bool, END)
+    least = Closer(parse(schema_gbnf(enforceable(SCHEMA, "s"))), tokenize, piece, bool, END)
     assert least.least() == 38
     text, _, cut = run(SCHEMA, budget, rambler)
     jsonschema.validate(json.loads(text), SCHEMA)
@@ -97,7 +97,7 @@ def test_a_model_that_finishes_is_let_be() -> None:
 
 
 def test_an_early_close_is_not_a_cut() -> None:
-    grammar = parse(harden(json_schema_to_gbnf(json.dumps({"type": "array", "items": {"type": "integer"}}))))
+    grammar = parse(schema_gbnf({"type": "array", "items": {"type": "integer"}}))
     closer = Closer(grammar, tokenize, piece, lambda t: t == END, END)
     closer.took("[1, 1")
     closer.close()

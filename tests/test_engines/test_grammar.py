@@ -6,21 +6,19 @@ the grammar would allow are checked against the original schema by `jsonschema`.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
-from llama_cpp.llama_grammar import json_schema_to_gbnf
 
 from asgi_llm.core import Finish, InternalError, InvalidRequest, OutputFormat, TextDelta, Unsupported, Usage
 from asgi_llm.engines.decoding.grammar import (
     check_schema,
     checked_output,
     enforceable,
-    harden,
     output_schema,
     validator,
 )
+from asgi_llm.engines.decoding.schema_gbnf import schema_gbnf
 
 PARAM = "response_format.json_schema.schema"
 PERSON = {
@@ -32,7 +30,7 @@ PERSON = {
 
 def rewrite(schema: dict[str, Any], **options: Any) -> dict[str, Any]:
     out = enforceable(schema, PARAM, **options)
-    json_schema_to_gbnf(json.dumps(out))  # the converter takes every rewritten schema without a fault
+    schema_gbnf(out)  # the converter takes every rewritten schema without a fault
     return out
 
 
@@ -61,15 +59,19 @@ def test_a_schema_must_be_an_object() -> None:
 @pytest.mark.parametrize(
     ("schema", "keyword"),
     [
-        pytest.param({"type": "integer", "minimum": 0}, "minimum", id="minimum"),
-        pytest.param({"type": "number", "multipleOf": 2}, "multipleOf", id="multiple-of"),
-        pytest.param({"type": "string", "pattern": "^a+$"}, "pattern", id="pattern"),
+        pytest.param({"type": "number", "exclusiveMinimum": 1e12}, "bounds", id="huge-exclusive-bound"),
+        pytest.param({"type": "number", "multipleOf": 0.1}, "multipleOf", id="fractional-multiple-of"),
+        pytest.param({"type": "string", "pattern": "(?=a)b"}, "pattern", id="lookahead-pattern"),
+        pytest.param({"type": "string", "pattern": "(a)\\1"}, "pattern", id="back-reference"),
+        pytest.param({"type": "string", "pattern": "a^b"}, "anchors", id="inner-anchor"),
+        pytest.param({"type": "string", "format": "regex"}, "format", id="checked-format-not-enforced"),
         pytest.param({"not": {"type": "string"}}, "not", id="not"),
         pytest.param({"if": {"type": "string"}, "then": {"maxLength": 2}}, "if", id="if-then"),
         pytest.param({"type": "array", "uniqueItems": True}, "uniqueItems", id="unique-items"),
-        pytest.param({"type": "object", "patternProperties": {"^x": {}}}, "patternProperties", id="pattern-props"),
-        pytest.param({"type": "object", "minProperties": 1}, "minProperties", id="min-properties"),
-        pytest.param({"properties": {"a": {"type": "integer", "maximum": 3}}}, "maximum", id="nested-maximum"),
+        pytest.param({"patternProperties": {"^x": {}, "^y": {}}}, "patternProperties", id="several-pattern-props"),
+        pytest.param({"type": "object", "minProperties": 2}, "minProperties", id="min-properties-free-keys"),
+        pytest.param({"properties": {"a": {"type": "string", "pattern": "\\bx"}}}, "pattern", id="nested-pattern"),
+        pytest.param({"propertyNames": {"type": "string", "not": {}}}, "not", id="property-names-not"),
         pytest.param({"type": "object", "required": ["a"]}, "Required", id="required-without-properties"),
         pytest.param({"$ref": "https://example.com/s.json"}, "reference", id="remote-ref"),
         pytest.param(
@@ -79,7 +81,7 @@ def test_a_schema_must_be_an_object() -> None:
         ),
         pytest.param({"enum": ["a\\b", "c"]}, "backslash", id="enum-backslash"),
         pytest.param({"properties": {'say "hi"': {"type": "string"}}}, "Property names", id="quoted-property"),
-        pytest.param({"type": "string", "format": "date", "maxLength": 5}, "length", id="date-with-length"),
+        pytest.param({"type": "string", "format": "date", "maxLength": 5}, "lengths", id="date-too-short"),
         pytest.param({"type": "array", "maxItems": 10_000}, "maxItems", id="huge-max-items"),
         pytest.param({"type": "string", "maxLength": 10_000}, "maxLength", id="huge-max-length"),
         pytest.param({"allOf": [{"type": "string"}, {"type": "integer"}]}, "combined", id="conflicting-all-of"),
@@ -198,11 +200,11 @@ def test_draft7_tuples_and_bounded_arrays() -> None:
     }
 
 
-def test_harden_keeps_control_characters_and_huge_exponents_out() -> None:
+def test_strings_keep_control_characters_and_lone_surrogates_out_and_exponents_are_short() -> None:
     schema = {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "string"}}}
-    gbnf = harden(json_schema_to_gbnf(json.dumps(schema)))
+    gbnf = schema_gbnf(enforceable(schema, "s"))
     assert 'char ::= [^"\\\\\\x7F\\x00-\\x1F] |' in gbnf
-    assert "[eE] [-+]? [0-9] [0-9]?" in gbnf and "[eE] [-+]? integral-part" not in gbnf
+    assert '"u" [dD] [0-7] [0-9a-fA-F]{2}' in gbnf and "[eE] [-+]? [0-9] [0-9]?)?" in gbnf
 
 
 def test_output_schema_for_each_kind() -> None:

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Callable
 
 import pytest
-from llama_cpp.llama_grammar import json_schema_to_gbnf
 
 from asgi_llm.core import (
     Finish,
@@ -22,6 +20,7 @@ from asgi_llm.core import (
     Unsupported,
     Usage,
 )
+from asgi_llm.engines.decoding.schema_gbnf import schema_gbnf
 from asgi_llm.engines.decoding.tool_calls import (
     MAX_PARALLEL_CALLS,
     JsonValues,
@@ -54,7 +53,7 @@ def test_a_named_tool_is_one_object_with_its_name_fixed() -> None:
     assert plan.schema["properties"]["name"] == {"const": "get_weather"}
     assert plan.schema["properties"]["arguments"]["required"] == ["city"]
     assert plan.schema["required"] == ["name", "arguments"]
-    json_schema_to_gbnf(json.dumps(plan.schema))
+    schema_gbnf(plan.schema)
 
 
 def test_required_is_any_tool_and_a_tool_without_parameters_takes_none() -> None:
@@ -67,19 +66,19 @@ def test_required_is_any_tool_and_a_tool_without_parameters_takes_none() -> None
         "required": [],
         "additionalProperties": False,
     }
-    json_schema_to_gbnf(json.dumps(plan.schema))
+    schema_gbnf(plan.schema)
 
 
 def test_parallel_required_calls_are_a_bounded_array() -> None:
     plan = plan_calls(TOOLS, "required", parallel=True)
     assert plan.parallel
     assert (plan.schema["type"], plan.schema["minItems"], plan.schema["maxItems"]) == ("array", 1, MAX_PARALLEL_CALLS)
-    json_schema_to_gbnf(json.dumps(plan.schema))
+    schema_gbnf(plan.schema)
 
 
 def test_a_tool_schema_decoding_cannot_enforce_is_a_400_naming_tools() -> None:
-    bad = ToolSpec("count", None, {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}})
-    with pytest.raises(Unsupported, match="minimum") as caught:
+    bad = ToolSpec("count", None, {"type": "object", "properties": {"n": {"type": "array", "uniqueItems": True}}})
+    with pytest.raises(Unsupported, match="uniqueItems") as caught:
         plan_calls((WEATHER, bad), "required", parallel=False)
     assert caught.value.param == "tools[1]"
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Callable
 
 import pytest
-from llama_cpp.llama_grammar import json_schema_to_gbnf
 
 from asgi_llm.core import Finish, TextDelta, TokenLogprob, ToolCallDelta, ToolCallEnd, ToolCallStart, ToolSpec, Usage
 from asgi_llm.engines.decoding.grammar import validator
+from asgi_llm.engines.decoding.schema_gbnf import schema_gbnf
 from asgi_llm.engines.decoding.tool_calls import plan_calls
 from asgi_llm.engines.decoding.tool_detect import (
     Call,
@@ -159,10 +158,8 @@ def test_text_without_calls_keeps_its_reason_and_logprobs() -> None:
     ]
 
 
-CALL_GBNF = json_schema_to_gbnf(
-    json.dumps(
-        plan_calls((ToolSpec("get_time", None, {}),), "required", False, keys=("arguments", "parameters")).schema
-    )
+CALL_GBNF = schema_gbnf(
+    plan_calls((ToolSpec("get_time", None, {}),), "required", False, keys=("arguments", "parameters")).schema
 )
 
 
@@ -201,13 +198,22 @@ def test_a_repeated_call_is_not_sent_again_nor_any_after_it() -> None:
     assert out[-1] == Finish("tool_calls", Usage(2, 30))
     distinct = [TextDelta(call), TextDelta(other), Finish("stop", Usage(2, 20))]
     assert [e.name for e in detected_calls(distinct, CHECKS, _ids()) if isinstance(e, ToolCallStart)] == [
-        "get_weather", "get_time"
+        "get_weather",
+        "get_time",
     ]
 
 
 @pytest.mark.parametrize(
     ("marker", "call_text", "level"),
-    [("<tool_call>", '{"name"', 0), ("[TOOL_CALLS]", '[{"name"', 1), ("", " [{", 1), ("", "{", 0), ("<|python_tag|>", "{", 0)],
+    [
+        ("<tool_call>", '{"name"', 0),
+        ("[TOOL_CALLS]", '[{"name"', 1),
+        ("", " [{", 1),
+        ("", "{", 0),
+        ("<|python_tag|>", "{", 0),
+    ],
 )
-def test_call_level_is_where_each_call_sits_in_the_json_after_the_marker(marker: str, call_text: str, level: int) -> None:
+def test_call_level_is_where_each_call_sits_in_the_json_after_the_marker(
+    marker: str, call_text: str, level: int
+) -> None:
     assert call_level(marker, call_text) == level

@@ -17,6 +17,7 @@ from jsonschema.protocols import Validator  # type: ignore[import-untyped, unuse
 from ...core.errors import InvalidRequest
 from ...core.events import GenerationEvent
 from ...core.requests import ChatRequest, GenerationRequest, SamplingParams
+from .client_grammar import client_grammar, in_grammar
 from .grammar import Schema, checked_output, output_schema, validator
 from .tool_calls import forced_calls, plan_calls
 from .tool_detect import detected_calls
@@ -38,9 +39,10 @@ class LazyCalls:
 
 @dataclass(frozen=True)
 class Constraint:
-    """Decode with `sampling`, under `schema` if one is given (`param` names it in errors), calls
-    begun in free text under `lazy`, and send each choice's events through `wrap`. `distinct`
-    is the JSON nesting level of values (calls) that must not repeat: a repeat ends the output."""
+    """Decode with `sampling`, under `schema` or a client's own grammar `gbnf` if one is given
+    (`param` names it in errors), calls begun in free text under `lazy`, and send each choice's
+    events through `wrap`. `distinct` is the JSON nesting level of values (calls) that must not
+    repeat: a repeat ends the output."""
 
     sampling: SamplingParams
     schema: Schema | None = None
@@ -48,6 +50,12 @@ class Constraint:
     wrap: Wrap = iter
     lazy: LazyCalls | None = None
     distinct: int | None = None
+    gbnf: str | None = None
+
+    @property
+    def held(self) -> bool:
+        """Whether a grammar holds the whole output."""
+        return self.schema is not None or self.gbnf is not None
 
 
 def forces_call(request: GenerationRequest) -> bool:
@@ -77,6 +85,9 @@ def constraint_for(request: GenerationRequest, new_id: Callable[[], str] = new_c
         wrap: Wrap = lambda events: forced_calls(events, calls, new_id)
         return Constraint(sampling, calls.schema, "tools", wrap, distinct=1 if calls.parallel else None)
     fmt = sampling.output_format
+    if fmt is not None and fmt.kind == "grammar":
+        shape = client_grammar(fmt.grammar, fmt.param)
+        return Constraint(sampling, param=fmt.param, wrap=lambda events: in_grammar(events, shape), gbnf=fmt.grammar)
     if fmt is not None:
         schema, check = output_schema(fmt)
         return Constraint(sampling, schema, fmt.param, lambda events: checked_output(events, check))

@@ -14,10 +14,10 @@ from typing import NamedTuple
 
 from .gbnf import CharSet, Grammar, GrammarError
 
-__all__ = ["Position"]
+__all__ = ["MAX_NESTING", "Position"]
 
 _MAX_STACKS = 256  # beyond this the text is too ambiguous to follow cheaply
-_MAX_EXPANSION = 400
+MAX_NESTING = 400  # rules entered one inside another before a character: deeper is refused
 
 
 class _Frame(NamedTuple):
@@ -101,8 +101,8 @@ class Position:
         if isinstance(step, CharSet):
             found.add(frame)
             return
-        if depth > _MAX_EXPANSION:
-            raise GrammarError("the grammar recurses without reading a character")
+        if depth > MAX_NESTING:
+            raise GrammarError(f"the grammar nests more than {MAX_NESTING} rules before a character")
         after = self._frame(frame.rule, frame.alt, frame.pos + 1, frame.below)
         for alt in range(len(self.grammar.rules[step])):
             self._expand(self._frame(step, alt, 0, after), found, depth + 1)

@@ -13,15 +13,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from ...core.errors import InvalidRequest
 from ...core.requests import Message, ToolCall, ToolSpec
 
-__all__ = ["CHATML", "ChatTemplate"]
-
-# Used only when a model file carries no template of its own.
-CHATML = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
+__all__ = ["ChatTemplate"]
 
 
 def _raise_exception(message: str) -> None:
