@@ -1,8 +1,9 @@
 """`asgi-llm keys create|list|revoke`: API keys for `asgi-llm serve`, kept hashed in SQLite.
 
 The file is `--db`, else the settings' `keys_db`, else their `state_path` (by default
-`asgi-llm-state.sqlite3` in the working directory) — where `asgi-llm serve` looks for them.
-A running server reads the table on every request: a revoked key is refused at once.
+`asgi-llm-state.sqlite3` in the working directory) — where `asgi-llm serve` looks for them;
+with `state_url` (or `ASGI_LLM_STATE_URL`) and no `--db`, the PostgreSQL database every server
+shares. A running server reads the table on every request: a revoked key is refused at once.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -22,7 +23,11 @@ from .middleware import Limits
 from .middleware.keyring import KeyExists, StoredKey, parse_expiry
 from .middleware.sqlite_keys import SQLiteKeys
 
+if TYPE_CHECKING:
+    from .shared.postgres_keys import PostgresKeys
+
 __all__ = ["add_keys_parser", "keys_db_for", "run_keys"]
+
 
 def add_keys_parser(commands: Any) -> None:
     keys = commands.add_parser("keys", help="create, list or revoke API keys of asgi-llm serve")
@@ -58,17 +63,24 @@ def keys_db_for(settings: Settings) -> str:
 
 
 def run_keys(args: argparse.Namespace) -> int:
-    settings = Settings.from_file(args.config) if args.config else Settings.from_env()
+    settings = Settings.from_file(args.config).with_env_keys() if args.config else Settings.from_env()
     path = args.db or keys_db_for(settings)
-    if args.action != "create" and not Path(path).is_file():  # listing or revoking creates no file
+    keys: SQLiteKeys | PostgresKeys
+    if settings.state_url is not None and not args.db:  # the database every server shares
+        from .shared.wiring import database_keys
+
+        keys, where = database_keys(settings.state_url, settings.backend_timeout), "the database (state_url)"
+    elif args.action != "create" and not Path(path).is_file():  # listing or revoking creates no file
         print(f"asgi-llm: no keys yet: {path} does not exist", file=sys.stderr)
         return 1
-    keys = SQLiteKeys(path)
+    else:
+        keys = SQLiteKeys(path)
+        where = keys.path
     try:
         if args.action == "create":
             key = keys.create(args.name, **_create_options(args))
             print(key)
-            print(f"Stored a hash of key {args.name!r} in {keys.path}; the key is not shown again.", file=sys.stderr)
+            print(f"Stored a hash of key {args.name!r} in {where}; the key is not shown again.", file=sys.stderr)
         elif args.action == "list":
             _print_keys(keys.list(), as_json=args.json)
         elif not keys.revoke(args.name):
@@ -79,6 +91,9 @@ def run_keys(args: argparse.Namespace) -> int:
     except (KeyExists, ValueError) as exc:
         print(f"asgi-llm: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # psycopg's OperationalError: the database did not answer
+        print(f"asgi-llm: the database is unreachable ({type(exc).__name__})", file=sys.stderr)
+        return 1
     return 0
 
 

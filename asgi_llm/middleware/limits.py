@@ -7,7 +7,9 @@ to a limited key carries OpenAI's `x-ratelimit-*` headers (see `quota`). Tokens 
 after the fact, from what the request really used (its `Meter`); budgets are kept in a
 `BudgetStore` (the SQLite `Ledger` survives restarts). The counters live in a `Limiter`,
 which apps sharing a pool also share.
-Minute windows and concurrency are per process; budgets in a shared ledger are not.
+The layer sees its counters only through the `Gate` protocol: `Limiter` keeps minute windows and
+concurrency in this process; `asgi_llm.shared.redis_limits.RedisLimiter` keeps them in Redis, so
+N processes admit exactly what one would (budgets in a shared ledger are shared either way).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from asgi_llm.http.context import Classify, meter_of, request_context, request_i
 from .ledger import DAY
 from .quota import Quota, quota_headers, tightest
 
-__all__ = ["ANONYMOUS", "Admission", "BudgetStore", "Limiter", "LimitsMiddleware", "MemoryBudgets"]
+__all__ = ["ANONYMOUS", "Admission", "BudgetStore", "Gate", "Limiter", "LimitsMiddleware", "MemoryBudgets"]
 
 ANONYMOUS = ""
 """The name requests without an authenticated key are counted under."""
@@ -83,6 +85,19 @@ class Admission:
 
     refusal: LLMError | None
     headers: list[tuple[str, str]]
+    lease: str | None = None
+    """What a shared backend knows the slot by (its lease), so `leave` frees that one."""
+
+
+class Gate(Protocol):
+    """What the limits layer needs of its counters: take a slot (or say why not), and give it
+    back with the tokens the request used. `Limiter` (one process) and `RedisLimiter` (shared)."""
+
+    def limits_for(self, identity: KeyInfo | None) -> Limits: ...
+
+    async def enter(self, key: str, limits: Limits) -> Admission: ...
+
+    async def leave(self, key: str, limits: Limits, admission: Admission, tokens: int) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -120,7 +135,7 @@ class Limiter:
         """Takes a request slot, or says why not; either way, with what is left. Budgets are
         read first (they may await), then the in-memory checks and the taking happen with no
         await between them."""
-        budgets = await self._budgets(key, limits)
+        budgets = await self.budget_quotas(key, limits)
         now = self._clock()
         refusal = (
             _over_budget(budgets)
@@ -134,6 +149,11 @@ class Limiter:
             self._active[key] = self._active.get(key, 0) + 1
         tokens = tightest([*self._minute_tokens(key, limits, now), *(b.quota for b in budgets)])
         return Admission(refusal, quota_headers(self._minute_requests(key, limits, now), tokens))
+
+    async def leave(self, key: str, limits: Limits, admission: Admission, tokens: int) -> None:
+        """The slot `enter` took is free again; the request's tokens are counted."""
+        self.release(key)
+        await self.charge(key, limits, tokens)
 
     def release(self, key: str) -> None:
         self._active[key] -= 1
@@ -150,7 +170,15 @@ class Limiter:
         if any(getattr(limits, name) is not None for name, _ in _BUDGETS):
             await self.budgets.charge(key, tokens, now)
 
-    async def _budgets(self, key: str, limits: Limits) -> list[_Budget]:
+    async def charge_budgets(self, key: str, tokens: int) -> None:
+        await self.budgets.charge(key, tokens, self._clock())
+
+    @staticmethod
+    def over_budget(budgets: list[_Budget]) -> LLMError | None:
+        return _over_budget(budgets)
+
+    async def budget_quotas(self, key: str, limits: Limits) -> list[_Budget]:
+        """What is left of each of the key's budgets (a shared `Gate` reads them here too)."""
         found: list[_Budget] = []
         for name, period in _BUDGETS:
             budget: int | None = getattr(limits, name)
@@ -263,7 +291,7 @@ class LimitsMiddleware:
         self,
         app: ASGIApp,
         *,
-        limiter: Limiter,
+        limiter: Gate,
         classify: Classify | None = None,
         exempt: Collection[str] = ("/health",),
     ) -> None:
@@ -295,6 +323,5 @@ class LimitsMiddleware:
         try:
             await self.app(scope, receive, send)
         finally:
-            self.limiter.release(key)
             with anyio.CancelScope(shield=True):
-                await self.limiter.charge(key, limits, meter.total.total_tokens)
+                await self.limiter.leave(key, limits, admission, meter.total.total_tokens)
