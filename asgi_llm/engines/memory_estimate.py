@@ -65,9 +65,13 @@ def _offloaded(config: ModelConfig, facts: ModelFacts, file_size: int, layers: i
     return float(moved + copied), copied, kv
 
 
-def estimate_memory(config: ModelConfig, facts: ModelFacts, file_size: int, *, gpus: int = 1) -> MemoryEstimate:
+def estimate_memory(
+    config: ModelConfig, facts: ModelFacts, file_size: int, *, gpus: int = 1, adapters: int = 0
+) -> MemoryEstimate:
     """The cost of loading `config`'s model, whose header said `facts` and whose file has
-    `file_size` bytes, on a machine with `gpus` GPUs (the number the budget names)."""
+    `file_size` bytes, with LoRA adapter files of `adapters` bytes in all, on a machine with
+    `gpus` GPUs (the number the budget names). llama.cpp keeps each adapter tensor where its base
+    layer lives, so adapters go to the GPUs in the share the offloaded layers have."""
     meta = facts.metadata
     arch = facts.architecture
     layers = _int(meta, f"{arch}.block_count")
@@ -87,10 +91,17 @@ def estimate_memory(config: ModelConfig, facts: ModelFacts, file_size: int, *, g
     compute = max(_COMPUTE_FLOOR, config.n_ubatch * (embedding * 4 * 8 + vocab * 4))
     kv_cache = int(positions * per_position)
     weights_on_gpus, copied, kv_share = _offloaded(config, facts, file_size, layers)
+    if adapters and layers > 0:
+        offloaded_layers = layers if config.n_gpu_layers == -1 else min(max(config.n_gpu_layers, 0), layers)
+        weights_on_gpus += adapters * offloaded_layers / layers
     on_gpus = weights_on_gpus + kv_cache * kv_share + (compute if weights_on_gpus else 0)
     gpu = tuple(int(on_gpus * share) for share in device_shares(config, gpus)) if on_gpus else ()
     return MemoryEstimate(
-        weights=file_size + copied, kv_cache=kv_cache, compute=compute, gpu=gpu, prompt_cache=prompt_cache_bytes(config)
+        weights=file_size + adapters + copied,
+        kv_cache=kv_cache,
+        compute=compute,
+        gpu=gpu,
+        prompt_cache=prompt_cache_bytes(config),
     )
 
 

@@ -100,6 +100,18 @@ class ModelEntry:
             log.info("model %s unloaded", self.config.id)
 
 
+def adapters_size(config: ModelConfig) -> int:
+    """Bytes of a local model's LoRA adapter files (those not there count 0: their load fails
+    with its own error)."""
+    total = 0
+    for adapter in config.lora:
+        try:
+            total += os.path.getsize(adapter.path)
+        except OSError:
+            pass
+    return total
+
+
 def file_size(config: ModelConfig) -> int:
     """Bytes of a local model's GGUF file (0 for an upstream, or a file not there)."""
     if config.is_upstream:

@@ -20,7 +20,7 @@ from ..core import InsufficientMemory, ModelNotReady, Overloaded
 from ..core.memory import MemoryEstimate
 from ..engines.gguf_metadata import read_facts
 from ..engines.memory_estimate import estimate_memory, kv_refusal
-from .entry import ModelEntry, file_size
+from .entry import ModelEntry, adapters_size, file_size
 from .roster import Roster
 
 __all__ = ["Residency", "refuse_oversized_kv"]
@@ -103,7 +103,9 @@ class Residency:
 
     def estimate(self, entry: ModelEntry) -> None:
         gpus = len(self._models.settings.gpu_memory_budget or ()) or 1  # the devices the budget names
-        entry.cost = estimate_memory(entry.config, entry.facts, file_size(entry.config), gpus=gpus)
+        entry.cost = estimate_memory(
+            entry.config, entry.facts, file_size(entry.config), gpus=gpus, adapters=adapters_size(entry.config)
+        )
 
     def startup(self, entries: Iterable[ModelEntry]) -> list[ModelEntry]:
         """Those of `entries` (startup models, in config order) that fit the limits together

@@ -91,7 +91,9 @@ def test_gpu_memory_budget_takes_one_size_per_gpu_and_each_model_must_fit_its_de
     with pytest.raises(ValidationError, match="one positive size per GPU"):
         Settings(gpu_memory_budget=[])
     with pytest.raises(ValidationError, match="'big' uses a GPU that gpu_memory_budget has no entry for"):
-        Settings(models=(ModelConfig(id="big", n_gpu_layers=-1, main_gpu=1, split_mode="none"),), gpu_memory_budget=["8GiB"])
+        Settings(
+            models=(ModelConfig(id="big", n_gpu_layers=-1, main_gpu=1, split_mode="none"),), gpu_memory_budget=["8GiB"]
+        )
     Settings(models=(ModelConfig(id="cpu", main_gpu=3),), gpu_memory_budget=["8GiB"])  # nothing offloaded: fine
 
 
@@ -117,3 +119,33 @@ def test_the_load_log_gives_what_llama_cpp_allocated_per_kind_and_device() -> No
     assert memory.gpu == (132 * mib, 56 * mib)
     assert memory.ram == int(10.5 * mib + 0.25 * mib + 4 * mib)
     assert measured_memory(["llama_context: n_ctx = 1024"]) is None
+
+
+def test_lora_adapters_count_with_the_weights_on_the_devices_of_their_layers() -> None:
+    facts, size, cpu_config = _packaged()
+    adapters = 3 * 2**20
+    base, with_adapters = (
+        estimate_memory(cpu_config, facts, size),
+        estimate_memory(cpu_config, facts, size, adapters=adapters),
+    )
+    assert with_adapters.weights == base.weights + adapters and with_adapters.ram == base.ram + adapters
+    half_config = _packaged(n_gpu_layers=15)[2]
+    half, half_adapters = (
+        estimate_memory(half_config, facts, size),
+        estimate_memory(half_config, facts, size, adapters=adapters),
+    )
+    assert half_adapters.on_gpu(0) == half.on_gpu(0) + adapters // 2  # 15 of 30 layers offloaded
+    assert half_adapters.ram == half.ram + adapters - adapters // 2
+
+
+def test_the_pool_estimate_reads_the_adapter_files(tmp_path: os.PathLike[str]) -> None:
+    from asgi_llm.pool.entry import adapters_size
+
+    first, second = os.path.join(tmp_path, "a.gguf"), os.path.join(tmp_path, "b.gguf")
+    with open(first, "wb") as out:
+        out.write(b"x" * 1000)
+    with open(second, "wb") as out:
+        out.write(b"x" * 24)
+    config = ModelConfig(lora=[{"id": "a", "path": first}, {"id": "b", "path": second, "scale": 0.5}])
+    assert adapters_size(config) == 1024
+    assert adapters_size(ModelConfig()) == 0
