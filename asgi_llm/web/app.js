@@ -52,6 +52,7 @@ async function discover() {
     models: openai ? "/models" : "/api/tags",
     health: byId.health || null,
     metrics: byId.metrics || null,
+    admin: byId.admin_models || null,
   };
 }
 
@@ -242,14 +243,103 @@ function row(cells) {
   return tr;
 }
 
-async function showModels() {
-  if (!state.routes.health) return;
-  const body = await (await call(state.routes.health)).json();
-  const rows = (body.models || []).map((m) => {
-    const backend = m.backend ? Object.entries(m.backend).map(([k, v]) => k + " " + v).join(", ") : "";
-    return row([[m.id], [m.state, "state-" + m.state], [m.error || backend]]);
+// Bytes in human units: 1023 B, 1.5 KiB, 310 MiB, 1.2 GiB.
+function size(bytes) {
+  if (bytes === null || bytes === undefined) return "–";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  return (unit === 0 || value >= 100 ? Math.round(value) : value.toFixed(1)) + " " + units[unit];
+}
+
+function gpuBytes(memory) {
+  return memory && memory.gpu ? memory.gpu.reduce((a, b) => a + b, 0) : 0;
+}
+
+// "RAM 310 MiB (est. 300 MiB) · GPU 1.2 GiB (est. 1.1 GiB)": what a model holds against its estimate.
+function memoryText(m) {
+  const actual = m.actual_memory || (m.backend && m.backend.memory) || null;
+  const estimate = m.estimated_memory || null;
+  if (!actual && !estimate) return m.backend && m.backend.backend === "upstream" ? "held by the upstream" : "–";
+  const part = (label, now, est) => {
+    if (!now && !est) return label + " 0 B";
+    const shown = now === null ? "not loaded" : size(now);
+    return label + " " + shown + (est !== null ? " (est. " + size(est) + ")" : "");
+  };
+  const ram = part("RAM", actual ? actual.ram : null, estimate ? estimate.ram : null);
+  const gpu = part("GPU", actual ? gpuBytes(actual) : null, estimate ? gpuBytes(estimate) : null);
+  return ram + " · " + gpu;
+}
+
+function cacheCell(m) {
+  const cache = m.backend && m.backend.prompt_cache;
+  if (!cache) return ["–"];
+  const td = document.createElement("td");
+  const meter = document.createElement("meter");
+  meter.max = Math.max(cache.budget, 1);
+  meter.value = cache.bytes;
+  const text = size(cache.bytes) + " of " + size(cache.budget) + " (" + cache.prompts + " prompts)";
+  td.append(meter, " " + text);
+  return td;
+}
+
+function cells(tr, items) {
+  for (const item of items) {
+    if (item instanceof HTMLElement) {
+      tr.append(item);
+      continue;
+    }
+    const td = document.createElement("td");
+    td.textContent = item[0];
+    if (item[1]) td.className = item[1];
+    tr.append(td);
+  }
+  return tr;
+}
+
+function modelRows(m) {
+  const backend = m.backend || {};
+  const seq = backend.sequences;
+  const health = m.health;
+  const faults = health ? health.stalls + " stalls · " + health.faults + " faults" + (health.restarts ? " · " + health.restarts + " restarts" : "") : "–";
+  const tr = cells(document.createElement("tr"), [
+    [m.id],
+    [m.state, "state-" + m.state],
+    [m.error || memoryText(m), m.error ? "state-failed" : ""],
+    cacheCell(m),
+    [seq ? seq.busy + " busy · " + seq.free + " free" : "–"],
+    [m.queued === undefined ? "–" : String(m.queued), "num"],
+    [faults],
+  ]);
+  tr.dataset.model = m.id;
+  const replicas = (backend.replicas || []).map((r) => {
+    const sub = cells(document.createElement("tr"), [
+      ["↳ replica " + r.replica, "replica"],
+      [r.healthy ? "up" : "down", r.healthy ? "state-ready" : "state-failed"],
+      [r.requests + " requests since start"],
+      ["–"],
+      [r.outstanding + " in flight"],
+      ["–", "num"],
+      ["–"],
+    ]);
+    sub.className = "replica-row";
+    return sub;
   });
-  $("models-table").tBodies[0].replaceChildren(...rows);
+  return [tr, ...replicas];
+}
+
+async function showModels() {
+  let models = null;
+  if (state.routes.admin) {
+    const listed = await call(state.routes.admin);
+    if (listed.ok) models = (await listed.json()).data; // the operators' list: estimates, queues, faults
+  }
+  if (!models && state.routes.health) models = (await (await call(state.routes.health)).json()).models;
+  $("models-table").tBodies[0].replaceChildren(...(models || []).flatMap(modelRows));
 }
 
 function showUsage(samples) {

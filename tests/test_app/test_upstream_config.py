@@ -11,7 +11,8 @@ import pytest
 from asgi_llm import ModelConfig, ModelPool, Settings
 from asgi_llm.cli import build_parser, settings_from_args
 from asgi_llm.core import Unavailable
-from asgi_llm.engines.upstream.engine import UpstreamEngine, _discovered
+from asgi_llm.engines.upstream.discovery import _discovered
+from asgi_llm.engines.upstream.engine import UpstreamEngine
 from asgi_llm.engines.upstream.wire import UpstreamModel
 
 TOML = """
@@ -103,7 +104,7 @@ async def test_the_pool_asks_for_the_upstreams_models_at_every_start(monkeypatch
     async def listed(url: str, **_: object) -> list[UpstreamModel]:
         return [UpstreamModel(name, None) for name in lists.pop(0)]
 
-    monkeypatch.setattr("asgi_llm.engines.upstream.engine.list_models", listed)
+    monkeypatch.setattr("asgi_llm.engines.upstream.discovery.list_models", listed)
     config = ModelConfig(id="up", base_url="http://up/v1", discover=True, prefix="up/", load="lazy")
     pool = ModelPool(Settings(models=(config,)))
     await pool.start()

@@ -119,3 +119,25 @@ async def test_a_sibling_in_front_of_the_host_leaves_the_hosts_ui_alone() -> Non
     async with client(ollama.in_front_of(host)) as http:
         assert (await http.get("/ui")).text == "the host's own /ui"
         assert (await http.get("/v1/ui")).status_code == 200
+
+
+async def test_the_operator_view_reads_each_models_figures_from_the_admin_list() -> None:
+    """What the Operator tab shows comes from the operators' model list (`admin_models` in the
+    app's OpenAPI document, which the page reads): per model its queue, the faults and stalls
+    it survived since it loaded, and its engine's own figures; none before it loads."""
+    models = (*MODELS, ModelConfig(id="later", path="unused.gguf", load="lazy"))
+    app = LLMApp(
+        pool=ModelPool(Settings(models=models, web_ui=True), engine_factory=lambda c, t: FakeEngine(c, t)),
+        web_ui=True,
+    )
+    async with app.lifespan(), client(app) as http:
+        await app.pool.wait_ready()
+        paths = (await http.get("/openapi.json")).json()["paths"]
+        assert paths["/admin/models"]["get"]["operationId"] == "admin_models"
+        listed = {m["id"]: m for m in (await http.get("/admin/models")).json()["data"]}
+        script = (await http.get("/ui/app.js")).text
+    loaded, later = listed["fake"], listed["later"]
+    assert (loaded["queued"], loaded["health"]) == (0, {"faults": 0, "stalls": 0, "restarts": 0})
+    assert loaded["backend"] == {} and loaded["estimated_memory"] is not None
+    assert (later["state"], later["queued"], later["health"], later["backend"]) == ("unloaded", 0, None, {})
+    assert "byId.admin_models" in script and "function size(bytes)" in script

@@ -201,7 +201,17 @@ def test_a_reply_streams_into_the_page_and_the_operator_sees_the_model(page: Pag
 
     page.click("#operator-tab")
     until(page, f"() => document.getElementById('models-table').innerText.includes('{MODEL}')")
-    assert "ready" in page.locator("#models-table tbody tr", has_text=MODEL).inner_text()
+    row = page.locator(f"#models-table tbody tr[data-model='{MODEL}']")
+    state, memory, cache, sequences, queue, survived = row.locator("td").all_inner_texts()[1:]
+    assert state == "ready"
+    human = r"\d+(\.\d)? (B|KiB|MiB|GiB)"
+    assert re.fullmatch(f"RAM {human} \\(est\\. {human}\\) · GPU {human}( \\(est\\. {human}\\))?", memory), memory
+    assert re.fullmatch(f"{human} of 256 MiB \\(\\d+ prompts\\)", cache.strip()), cache  # its prompt_cache_mib
+    assert re.fullmatch(r"\d+ busy · \d+ free", sequences) and queue == "0", (sequences, queue)
+    assert survived == "0 stalls · 0 faults"
+    lazy = page.locator("#models-table tbody tr[data-model='chat-only']").inner_text()
+    assert "unloaded" in lazy and "RAM not loaded (est." in lazy  # its estimate, before any load
+    assert "[object Object]" not in page.inner_text("#models-table")
     usage = page.locator("#usage-table tbody tr", has_text="ops")
     usage.wait_for()
     requests, _, prompt, completion = (int(cell) for cell in usage.locator("td.num").all_inner_texts())
@@ -210,6 +220,31 @@ def test_a_reply_streams_into_the_page_and_the_operator_sees_the_model(page: Pag
     operator = page.screenshot(path=str(tmp_path / "operator.png"))
     assert len(set(pixels(operator))) > 20
     assert dark_share(page.locator("#models-table").screenshot()) > 0.01
+    cache_bar = pixels(row.locator("meter").screenshot())
+    assert len(set(cache_bar)) > 2  # the prompt cache's fill, drawn
+
+
+def test_the_operator_sees_each_upstream_replica(
+    page: Page, server: Any, serve_app: Callable[[Starlette], Any], tmp_path: Path
+) -> None:
+    replicas = (f"{server.url}/v1", "http://127.0.0.1:9/v1")  # the e2e server, and nothing
+    remote = ModelConfig(id="remote", base_urls=replicas, upstream_model=MODEL, health_interval=0.5, connect_timeout=1)
+    gateway = LLMApp(Settings(models=(remote,)), adapters=(OPENAI,), web_ui=True)
+    with serve_app(Starlette(routes=[Mount("/gw", app=gateway)], lifespan=gateway.lifespan)) as url:
+        page.goto(f"{url}/gw/ui")
+        until(page, "() => document.getElementById('model').options.length > 0")
+        page.click("#operator-tab")
+        until(page, "() => document.querySelectorAll('#models-table tr.replica-row').length === 2")
+        until(page, "() => document.querySelector('#models-table tr.replica-row').innerText.includes('up')", 10)
+        first, second = page.locator("#models-table tr.replica-row").all_inner_texts()
+        assert "replica 0" in first and "\tup\t" in first and "in flight" in first
+        assert "replica 1" in second and "\tdown\t" in second
+        model = page.locator("#models-table tbody tr[data-model='remote']").inner_text()
+        assert "held by the upstream" in model and "ready" in model
+        table = page.locator("#models-table").screenshot(path=str(tmp_path / "replicas.png"))
+        assert dark_share(table) > 0.003  # text drawn in every row
+        shades = Counter(pixels(table))
+        assert any(near(color, (0xB4, 0x23, 0x18)) for color in shades)  # the replica that is down, in --bad
 
 
 def test_an_ordinary_key_chats_but_sees_no_usage(page: Page, site: str) -> None:
