@@ -6,13 +6,14 @@ results and events into wire bytes. The app does all I/O.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from asgi_llm.core import (
+    AdapterScale,
     EmbeddingRequest,
     EmbeddingResult,
     GenerationEvent,
@@ -20,6 +21,8 @@ from asgi_llm.core import (
     InvalidRequest,
     LLMError,
     ModelCard,
+    RerankRequest,
+    RerankResult,
     StateStore,
     TokenizerRequest,
     TokenizerResult,
@@ -30,18 +33,24 @@ __all__ = [
     "Adapter",
     "ContextNeed",
     "CountRoute",
+    "Detached",
+    "DetachedEncoder",
     "EmbedRoute",
     "GenerateRoute",
     "InfoContext",
     "InfoRoute",
+    "LoraRoute",
     "Meta",
     "Parsed",
     "Reply",
+    "RerankRoute",
     "Resolve",
     "Route",
+    "Runs",
     "StateRoute",
     "StateStore",
     "StreamEncoder",
+    "Streamed",
     "TokenizerRoute",
     "Unrecorded",
     "refuse_unrecognized",
@@ -92,6 +101,8 @@ class Parsed(Generic[R, O]):
     load_only: bool = False
     """Load (or, with keep_alive 0, unload) the model without generating; rendered with no events."""
     needs_context: ContextNeed | None = None
+    background: bool = False
+    """Run detached from the HTTP call (Responses' `background`): see `Detached`."""
 
 
 class StreamEncoder(Protocol):
@@ -139,6 +150,55 @@ class GenerateRoute(Generic[G, O]):
     """Stores the finished response (rendered, or the stream encoder's `final()`)."""
     body: type[BaseModel] | None = None
     """The pydantic model its JSON body is validated with: the request schema of `/openapi.json`."""
+    detached: Detached[G, O] | None = None
+    """How its requests run in the background, where the protocol has that."""
+
+
+class DetachedEncoder(StreamEncoder, Protocol):
+    """A stream encoder that keeps its events for replay, for requests run detached."""
+
+    def queue(self) -> dict[str, Any]:
+        """Opens the stream as queued (those events kept); the object answered at once."""
+        ...
+
+    def snapshot(self, status: str, error: LLMError | None = None) -> dict[str, Any]:
+        """The object at `status` with the output so far; `cancelled` and `failed` end it."""
+        ...
+
+    def kept(self) -> list[dict[str, Any]]:
+        """The events made since last asked, as JSON objects carrying their sequence numbers."""
+        ...
+
+
+@dataclass(frozen=True)
+class Detached(Generic[G, O]):
+    """A route's requests that run on after their HTTP call answered (Responses' `background`):
+    the endpoint answers `encoder(...).queue()` at once, stores the object at each status, and
+    keeps the encoder's events, which `frames` turns back into stream bytes for a replay."""
+
+    encoder: Callable[[Parsed[G, O], Meta], DetachedEncoder]
+    frames: Callable[[Sequence[dict[str, Any]]], bytes]
+    media_type: str = "text/event-stream"
+
+
+class Runs(Protocol):
+    """The detached runs (background Responses), as one caller (an API key) sees them."""
+
+    async def cancel(self, key: str) -> dict[str, Any] | None:
+        """Stops the run and frees its slot; its object once stopped, or None where it has ended."""
+        ...
+
+    def follow(self, key: str, after: int) -> AsyncIterator[dict[str, Any]]:
+        """Its events numbered above `after`: those kept, then the rest as they come, to its end."""
+        ...
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """A state route's answer that is a stream (a background response followed)."""
+
+    media_type: str
+    chunks: AsyncIterator[bytes]
 
 
 @dataclass(frozen=True)
@@ -181,12 +241,38 @@ class TokenizerRoute(Generic[T]):
 
 
 @dataclass(frozen=True)
+class RerankRoute(Generic[O]):
+    """Scores documents against a query (`/rerank`), with keys, limits and usage as embeddings."""
+
+    path: str
+    parse: Callable[[Any], Parsed[RerankRequest, O]]
+    render: Callable[[Parsed[RerankRequest, O], Meta, RerankResult], Any]
+    methods: tuple[str, ...] = ("POST",)
+    body: type[BaseModel] | None = None
+    """The pydantic model its JSON body is validated with: the request schema of `/openapi.json`."""
+
+
+@dataclass(frozen=True)
+class LoraRoute:
+    """Lists a model's LoRA adapters (GET) or sets their default scales (POST, operator keys only):
+    llama-server's `/lora-adapters`. `parse` reads a POST body; the model is the query's `model`, or
+    the first one the caller may use."""
+
+    path: str
+    parse: Callable[[Any], tuple[AdapterScale, ...]]
+    render: Callable[[str, Sequence[AdapterScale]], Any]
+    methods: tuple[str, ...] = ("GET", "POST")
+    body: type[BaseModel] | None = None
+
+
+@dataclass(frozen=True)
 class InfoContext:
     catalog: Sequence[ModelCard]
     params: Mapping[str, str]
     headers: Mapping[str, str]  # lower-case names
     body: Any = None  # the decoded JSON body, for POST routes
     query: Mapping[str, str] = field(default_factory=dict)
+    runs: Runs | None = None  # the detached runs (background Responses) the caller may see
 
 
 @dataclass(frozen=True)
@@ -207,7 +293,7 @@ class InfoRoute:
 
 @dataclass(frozen=True)
 class StateRoute:
-    """Reads or changes stored state (retrieve / delete a stored response...)."""
+    """Reads or changes stored state (retrieve / delete / cancel a stored response...); no body is read."""
 
     path: str
     handle: Callable[[InfoContext, StateStore], Awaitable[Reply]]
@@ -217,7 +303,14 @@ class StateRoute:
 
 
 Route = (
-    GenerateRoute[Any, Any] | EmbedRoute[Any] | CountRoute[Any, Any] | TokenizerRoute[Any] | InfoRoute | StateRoute
+    GenerateRoute[Any, Any]
+    | EmbedRoute[Any]
+    | CountRoute[Any, Any]
+    | TokenizerRoute[Any]
+    | RerankRoute[Any]
+    | LoraRoute
+    | InfoRoute
+    | StateRoute
 )
 
 

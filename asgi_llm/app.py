@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -18,6 +18,7 @@ from .core import LLMError, MethodNotAllowed, RouteNotFound
 from .endpoint import Endpoint
 from .http.asgi import ASGIApp, Receive, Scope, Send, send_json
 from .http.context import RequestContext, attach, request_context, request_info, send_error, with_request_id_header
+from .http.linger import serve_lingering
 from .http.routing import Match, Router, route_path
 from .logs import serving_request, tag_own_loggers
 from .middleware import AuthMiddleware, KeyInfo, MetricsMiddleware, RequestInfo, Verifier
@@ -66,8 +67,15 @@ _IN_PROCESS_ROUTES: Router[tuple[Route | str, Adapter]] = Router(
 )
 
 
-def _store_from(settings: Settings) -> StateStore:
+def _store_from(settings: Settings, closers: list[Callable[[], Awaitable[None]]]) -> StateStore:
     items, age = settings.state_max_items, settings.state_max_age_seconds
+    if settings.state_url is not None:  # PostgreSQL, shared by every process (its client imported only then)
+        from .shared.wiring import shared_store
+
+        timeout, fail_open = settings.backend_timeout, settings.fail_open
+        return shared_store(
+            settings.state_url, timeout=timeout, fail_open=fail_open, max_items=items, max_age=age, closers=closers
+        )
     if settings.state_store == "sqlite":
         return SQLiteStore(settings.state_path, max_items=items, max_age_seconds=age)
     return MemoryStore(max_items=items, max_age_seconds=age)
@@ -116,7 +124,7 @@ class LLMApp:
         self._health_path = health_path
         self._own_paths = {_HEALTH: health_path or "", _OPENAPI: openapi_path or "", _PAGE: PAGE_PATHS[0]}
         self._openapi: dict[str, Any] | None = None
-        self.store = store or _store_from(self.settings)
+        self.store = store or _store_from(self.settings, self.pool.stopped)
         self._endpoint = Endpoint(self.pool, self.store, self.settings.max_body_bytes)
         self._lifespan_entered = False
         self._lazy_lock = anyio.Lock(fast_acquire=True)
@@ -137,7 +145,7 @@ class LLMApp:
         span both), speaking other protocols — e.g. Ollama's routes at the host's root beside
         OpenAI's at `/v1`. It serves the web page only when asked (`web_ui=True`): one page
         per pool is enough, and a sibling in front of the host must not take the host's `/ui`."""
-        return LLMApp(
+        twin = LLMApp(
             pool=self.pool,
             adapters=adapters,
             health_path=health_path,
@@ -145,6 +153,8 @@ class LLMApp:
             middleware=self.middleware,
             web_ui=web_ui,
         )
+        twin._endpoint.runs = self._endpoint.runs  # one registry of background Responses per store
+        return twin
 
     def in_front_of(self, app: ASGIApp) -> ASGIApp:
         """An app that answers this app's own routes here and hands everything else — every other
@@ -239,6 +249,7 @@ class LLMApp:
         """Start the pool (models load in the background) and stop it on exit."""
         self._lifespan_entered = True
         await self.pool.start()
+        await self._endpoint.runs.recover()  # background Responses a stopped server left unfinished
         try:
             yield
         finally:
@@ -261,8 +272,8 @@ class LLMApp:
         if self._page is not None and target is not None and target[0] == _PAGE:
             await self._page(scope, receive, send)
             return
-        with serving_request(context.request_id):
-            await self._app(scope, receive, send)
+        with serving_request(context.request_id):  # a refusal sent before the body was read: read on
+            await serve_lingering(self._app, scope, receive, send, self.settings.max_body_bytes)
 
     async def _serve_routed(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.pool.started:
@@ -319,6 +330,7 @@ class LLMApp:
             if not self.pool.started:
                 log.warning("lifespan was not forwarded to asgi_llm; starting the model pool on the first request")
                 await self.pool.start()
+                await self._endpoint.runs.recover()
 
     async def _serve_lifespan(self, receive: Receive, send: Send) -> None:
         manager = self.lifespan()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import logging.config
 import os
@@ -13,8 +14,9 @@ from typing import Any
 
 from .config import DefaultModelMissing, ModelConfig, Settings
 from .keys_cli import add_keys_parser, run_keys
-from .logs import serve_json_log_config
+from .logs import redact_access_log, serve_json_log_config
 from .middleware.sqlite_keys import SQLiteKeys
+from .otel_export import otlp_from_env
 
 __all__ = ["build_parser", "main", "settings_from_args", "standalone_app"]
 
@@ -23,13 +25,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="asgi-llm", description="Serve local GGUF models over LLM wire protocols.")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="serve models over HTTP with uvicorn")
-    serve.add_argument("--model", metavar="PATH", help="GGUF file to serve (default: the packaged SmolLM2-135M-Instruct)")
+    serve.add_argument(
+        "--model", metavar="PATH", help="GGUF file to serve (default: the packaged SmolLM2-135M-Instruct)"
+    )
     serve.add_argument("--model-id", metavar="NAME", help="name clients use for --model (default: the file's stem)")
     serve.add_argument("--config", metavar="FILE", help="settings file (.toml, .yaml or .json)")
     serve.add_argument("--models-dir", metavar="DIR", help="serve every GGUF in DIR by file stem, loaded on first use")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="uvicorn worker processes, each loading the models; above 1 needs limits_url and state_url (see README)",
+    )
     serve.add_argument(
         "--cors-origin",
         metavar="ORIGIN",
@@ -85,7 +96,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         settings = settings.model_copy(update={"models_dir": args.models_dir})
     if args.cors_origin:
         settings = settings.model_copy(update={"cors_origins": (*settings.cors_origins, *args.cors_origin)})
-    overrides: dict[str, Any] = {name: getattr(args, name) for name in _MODEL_OPTIONS if getattr(args, name) is not None}
+    overrides: dict[str, Any] = {
+        name: getattr(args, name) for name in _MODEL_OPTIONS if getattr(args, name) is not None
+    }
     if "flash_attn" in overrides:
         overrides["flash_attn"] = {"on": True, "off": False}.get(overrides["flash_attn"], "auto")
     if args.tensor_split:
@@ -104,6 +117,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     if args.command == "keys":
         return run_keys(args)
@@ -114,6 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 model.resolved_path()
         settings = _discovered(settings)
         _refuse_oversized_kv(settings)
+        if args.workers > 1 and (problem := per_process_state(settings)):
+            raise ValueError(f"--workers {args.workers}: {problem}")
     except DefaultModelMissing as exc:
         print(f"asgi-llm: {exc}", file=sys.stderr)
         return 2
@@ -130,10 +146,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.config.dictConfig(log_config)  # this process is ours: the app's own lines too
     else:
         logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s:     %(name)s: %(message)s")
-    app = standalone_app(settings, reread=lambda: settings_from_args(args), watch=[args.config] if args.config else [])
+    redact_access_log()  # before uvicorn's access lines: no key in a query string reaches them
+    traced = otlp_from_env(os.environ, sys.stderr) if args.workers == 1 else None  # OTEL_EXPORTER_OTLP_*
+    watch = [args.config] if args.config else []
+    app = standalone_app(settings, reread=lambda: settings_from_args(args), watch=watch, stopped=traced)
     run: dict[str, Any] = {"log_config": log_config} if log_config is not None else {}
+    if args.workers > 1:  # each worker process builds its own app from the same command line
+        os.environ[_WORKER_ARGV] = json.dumps(argv)
+        run.update(factory=True, workers=args.workers)
+        app = "asgi_llm.cli:worker_app"
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, lifespan="on", **run)
     return 0
+
+
+_WORKER_ARGV = "ASGI_LLM_SERVE_ARGV"
+
+
+def worker_app() -> Any:
+    """One `--workers` process's app (uvicorn's factory): the command line `main` was given."""
+    args = build_parser().parse_args(json.loads(os.environ[_WORKER_ARGV]))
+    settings = _discovered(settings_from_args(args))
+    if settings.log_format != "json":
+        logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s:     %(name)s: %(message)s")
+    watch, traced = [args.config] if args.config else [], otlp_from_env(os.environ, sys.stderr)  # each worker's spans
+    return standalone_app(settings, reread=lambda: settings_from_args(args), watch=watch, stopped=traced)
+
+
+def per_process_state(settings: Settings) -> str | None:
+    """Why these settings cannot run in several processes (`--workers`), or None: what one worker
+    counted or stored, the others would not see."""
+    keyed_limits = settings.keys_db or settings.state_url or any(k.limits for k in settings.all_api_keys())
+    if settings.limits_url is None and (keyed_limits or any(v is not None for v in dict(settings.limits).values())):
+        return "each worker would count limits on its own (N workers, N times the limit); set limits_url (Redis)"
+    if settings.state_store == "memory" and settings.state_url is None:
+        return "stored Responses would live in one worker's memory; set state_url (PostgreSQL) or state_store = sqlite"
+    return None
 
 
 def short_openmp_spin(environ: MutableMapping[str, str]) -> None:
@@ -182,13 +229,18 @@ _RATELIMIT_HEADERS = [
 
 
 def standalone_app(
-    settings: Settings, *, reread: Callable[[], Settings] | None = None, watch: Sequence[str] = ()
+    settings: Settings,
+    *,
+    reread: Callable[[], Settings] | None = None,
+    watch: Sequence[str] = (),
+    stopped: Callable[[], None] | None = None,
 ) -> Any:
     """OpenAI and Anthropic at `/v1` (where their clients look), Ollama's `/api/*` at the root
     (where Ollama clients look), all on one pool, with one lifespan. With `cors_origins`, CORS
     wraps it all, so a preflight is answered on every route before any key is asked for. The web
     page is at `/ui` unless `web_ui` is false. With `reread`, SIGHUP and a change of a `watch`
-    file, the keys file or `models_dir` serve what `reread()` gives without a restart."""
+    file, the keys file or `models_dir` serve what `reread()` gives without a restart. `stopped`
+    is called last at shutdown (the span exporter's flush)."""
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.middleware.cors import CORSMiddleware
@@ -217,8 +269,10 @@ def standalone_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
-        async with progress_bar(api.pool.health, sys.stderr), api.lifespan(app):
-            yield
+        with contextlib.ExitStack() as last:
+            last.callback(stopped or (lambda: None))
+            async with progress_bar(api.pool.health, sys.stderr), api.lifespan(app):
+                yield
 
     if reread is not None:
 

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from .config_chains import fallback_chain
+from .config_lora import LoraAdapters
 from .config_sources import (
     DEFAULT_MODEL_ID,
     DEFAULT_MODEL_INSTALL,
@@ -39,6 +41,7 @@ __all__ = [
     "Settings",
     "default_model_path",
     "default_threads",
+    "fallback_chain",
     "parse_key_entries",
     "usable_cores",
 ]
@@ -87,6 +90,8 @@ class ModelConfig(BaseModel):
     use_mlock: bool = False
     embeddings: bool = Field(default=False, description="Also serve embeddings (loads an embedding context).")
     pooling: Literal["mean", "cls", "last"] = "mean"
+    rerank: bool = Field(default=False, description="A reranker GGUF: /rerank uses its classifier (rank pooling).")
+    lora: LoraAdapters = Field(default=(), description="LoRA adapters loaded with it: `[{id, path, scale}]`.")
     chat_template: str | None = Field(default=None, description="Overrides the template stored in the GGUF.")
     reasoning: Literal["auto", "on", "off"] = Field(
         default="auto", description="Whether it reasons when a request does not say: auto = as its template does."
@@ -135,6 +140,7 @@ class ModelConfig(BaseModel):
     first_byte_timeout: float = Field(default=120.0, gt=0, description="Seconds until the upstream's first streamed event.")
     idle_timeout: float = Field(default=60.0, gt=0, description="Seconds the upstream may stay silent mid-stream.")
     health_interval: float = Field(default=10.0, gt=0, description="Seconds between health checks of each upstream replica.")
+    fallbacks: tuple[str, ...] = Field(default=(), description="Models (ids or aliases) that take a request this one fails before its first byte.")
 
     @field_validator("parallel")
     @classmethod
@@ -246,6 +252,12 @@ class Settings(BaseModel):
     usage_ledger: str | None = Field(default=None, description="SQLite file for usage records and token budgets.")
     usage_jsonl: str | None = Field(default=None, description="Also append each usage record to this JSON Lines file.")
     usage_log: bool = Field(default=False, description="Also log each usage record (logger `asgi_llm.usage`).")
+    limits_url: str | None = Field(default=None, pattern="^rediss?://", description="Redis: limits of many processes.")
+    state_url: str | None = Field(default=None, pattern="^postgres(ql)?://", description="PostgreSQL: keys, usage...")
+    fail_open: bool = Field(default=False, description="Serve, warning, while a shared backend is down (else 503).")
+    backend_timeout: float = Field(default=2.0, gt=0, description="Seconds a call to a shared backend may take.")
+    lease_seconds: float = Field(default=10.0, gt=0, description="A dead process's concurrency slots free after this.")
+    trace_content: bool = Field(default=False, description="OpenTelemetry spans carry the prompt and completion text.")
     metrics_path: str | None = Field(default="/metrics", description="Prometheus metrics below the mount; None = off.")
     log_format: Literal["text", "json"] = Field(
         default="text", description="`asgi-llm serve`'s log lines: text, or one JSON object per line (--log-json)."
@@ -294,6 +306,9 @@ class Settings(BaseModel):
                         f"model {model.id!r} uses a GPU that gpu_memory_budget has no entry for "
                         f"({len(self.gpu_memory_budget)} given)"
                     )
+        ids, chains = {n: m.id for m in self.models for n in m.names}, {m.id: m.fallbacks for m in self.models}
+        for model in self.models if not any(m.discover for m in self.models) else ():  # discovered names come later
+            fallback_chain(model.id, chains, ids)
         key_names = [key.name for key in self.api_keys]
         if len(key_names) != len(set(key_names)):
             raise ValueError("API key names must be unique")
@@ -356,9 +371,13 @@ class Settings(BaseModel):
         return self.model_copy(update={"api_keys": (*self.api_keys, *added)}) if added else self
 
     def with_env_keys(self, environ: Mapping[str, str] | None = None) -> Settings:
-        """`ASGI_LLM_API_KEYS` (comma-separated entries) and `ASGI_LLM_API_KEYS_FILE` added."""
+        """`ASGI_LLM_API_KEYS` (comma-separated entries) and `ASGI_LLM_API_KEYS_FILE` added;
+        `ASGI_LLM_LIMITS_URL` and `ASGI_LLM_STATE_URL` override `limits_url` and `state_url`."""
         env = os.environ if environ is None else environ
-        settings = self.with_keys(env.get("ASGI_LLM_API_KEYS", "").split(","))
+        names = {"limits_url": "ASGI_LLM_LIMITS_URL", "state_url": "ASGI_LLM_STATE_URL"}
+        urls = {name: env[variable] for name, variable in names.items() if env.get(variable)}
+        settings = self.model_validate({**self.model_dump(), **urls}) if urls else self
+        settings = settings.with_keys(env.get("ASGI_LLM_API_KEYS", "").split(","))
         if env.get("ASGI_LLM_API_KEYS_FILE"):
             settings = settings.model_copy(update={"api_keys_file": env["ASGI_LLM_API_KEYS_FILE"]})
         return settings

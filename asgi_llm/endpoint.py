@@ -23,14 +23,18 @@ from .adapters.base import (
     GenerateRoute,
     InfoContext,
     InfoRoute,
+    LoraRoute,
     Meta,
     Parsed,
+    RerankRoute,
     Route,
     StateRoute,
     StateStore,
+    Streamed,
     StreamEncoder,
     TokenizerRoute,
 )
+from .background import BackgroundRuns, send_streamed
 from .core import (
     DetokenizeRequest,
     Engine,
@@ -50,9 +54,11 @@ from .core import (
 )
 from .core.catalog import ModelCard
 from .core.policy import KeyInfo
+from .fallback import Fallbacks, with_fallback_header
 from .http.asgi import Receive, Scope, Send, send_json, send_text, start_stream
 from .http.body import ClientGone, json_body
-from .http.context import InProcessCall, Meter, request_context, request_info, send_error
+from .http.context import InProcessCall, Meter, RequestContext, request_context, request_info, send_error
+from .model_routes import lora_adapters, rerank
 from .pool import ModelPool
 from .storage.state import owned_by
 
@@ -96,6 +102,7 @@ class Endpoint:
         self._pool = pool
         self._store = store
         self._limit = max_body_bytes
+        self.runs = BackgroundRuns(store)  # background Responses: siblings share the first app's
 
     async def __call__(self, route: Route, params: Mapping[str, str], scope: Scope, receive: Receive, send: Send) -> None:
         """Errors leave in the request's protocol envelope (its `RequestInfo`), as the layers' do."""
@@ -114,23 +121,31 @@ class Endpoint:
         context = request_context(scope)
         meter = context.meter or Meter()  # the usage and limits layers read it afterwards
         store = owned_by(self._store, None if context.key is None else context.key.name)
-        has_body = scope["method"] not in ("GET", "HEAD", "DELETE")
+        has_body = scope["method"] not in ("GET", "HEAD", "DELETE") and not isinstance(route, StateRoute)
         body = await json_body(scope, receive, self._limit) if has_body else None
         if isinstance(route, (InfoRoute, StateRoute)):
             headers = {bytes(k).decode("latin-1").lower(): bytes(v).decode("latin-1") for k, v in scope.get("headers", ())}
             query = dict(urllib.parse.parse_qsl(bytes(scope.get("query_string", b"")).decode("latin-1")))
             catalog = _visible(self._pool.catalog(), context.key, request_info(scope).resolve_model)
-            asked = InfoContext(catalog, params, headers, body, query)
+            asked = InfoContext(catalog, params, headers, body, query, self.runs.owned_by(context.key, store))
             if isinstance(route, InfoRoute):
                 status, reply = route.handle(asked)
             else:
                 status, reply = await route.handle(asked, store)
+            if isinstance(reply, Streamed):
+                await _until_disconnect(receive, lambda: send_streamed(send, reply))
+                return
             await (send_text(send, status, reply) if isinstance(reply, str) else send_json(send, status, reply))
             return
         if isinstance(route, EmbedRoute):
-            await self._embed(route, body, meter, context.request_id, context.in_process, receive, send)
+            await self._embed(route, body, meter, context, receive, send)
         elif isinstance(route, TokenizerRoute):
             await self._tokenizer(route, body, meter, scope, receive, send)
+        elif isinstance(route, RerankRoute):
+            await rerank(self._pool, route, body, meter, lambda work: _until_disconnect(receive, work), send)
+        elif isinstance(route, LoraRoute):
+            first = lambda: _first(_visible(self._pool.catalog(), context.key, request_info(scope).resolve_model))
+            await lora_adapters(self._pool, route, scope, body, first, meter, send)
         elif isinstance(route, CountRoute):
             parsed = route.parse(body)
             if route.resolve is not None:
@@ -141,7 +156,7 @@ class Endpoint:
             await send_json(send, 200, route.render(parsed, count))
         else:
             trace, call = context.request_id, context.in_process
-            await self._generate(route, body, meter, context.max_tokens, store, trace, call, receive, send)
+            await self._generate(route, body, meter, context, store, trace, call, receive, send)
 
     async def _tokenizer(
         self, route: TokenizerRoute[Any], body: Any, meter: Meter, scope: Scope, receive: Receive, send: Send
@@ -161,12 +176,13 @@ class Endpoint:
         route: EmbedRoute[Any],
         body: Any,
         meter: Meter,
-        trace: str,
-        call: InProcessCall | None,
+        context: RequestContext,
         receive: Receive,
         send: Send,
     ) -> None:
-        parsed = route.parse(body)
+        parsed, trace, call = route.parse(body), context.request_id, context.in_process
+        if context.trace is not None:
+            context.trace.asked(parsed.request)
         async with self._pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
             meta = _meta(model_id, trace)
             meter.serving(model_id)
@@ -187,37 +203,44 @@ class Endpoint:
         route: GenerateRoute[Any, Any],
         body: Any,
         meter: Meter,
-        cap: int | None,
+        context: RequestContext,
         store: StateStore,
         trace: str,
         call: InProcessCall | None,
         receive: Receive,
         send: Send,
     ) -> None:
-        parsed = _capped(route.parse(body), cap)
+        parsed, notes = _capped(route.parse(body), context.max_tokens), context.trace
         if route.resolve is not None:
             parsed = await route.resolve(parsed, store)
-        async with self._pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
-            meta = _meta(model_id, trace)
-            meter.serving(model_id)
-            _check_context(parsed, engine, model_id)
-            if parsed.load_only:
-                await send_json(send, 200, route.render(parsed, meta, []))
+        if notes is not None:
+            notes.asked(parsed.request)
+        if parsed.background:  # answered at once, then generated on (background.py)
+            await self.runs.run(self._pool, route, parsed, context, meter, store, send)
+            return
+        if parsed.load_only:
+            async with self._pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
+                meter.serving(model_id)
+                _check_context(parsed, engine, model_id)
+                await send_json(send, 200, route.render(parsed, _meta(model_id, trace), []))
+            return
+        chain = self._pool.chain(parsed.request.model)  # the model, then its fallbacks (fallback.py)
+        serving = Fallbacks(self._pool, chain, parsed.keep_alive, lambda e, m: _check_context(parsed, e, m))
+        serving.watchers += [meter.serving] if call is None else [meter.serving, lambda m: setattr(call, "model", m)]
+        send, meta = with_fallback_header(send, serving), _meta(serving.model, trace)
+        events = serving.events(parsed.request)
+        if notes is not None:
+            events = notes.watch(events)
+        async with contextlib.aclosing(events):
+            if call is not None:
+                await _until_disconnect(receive, lambda: _hand_over(events, meter, call, send))
+            elif parsed.stream:
+                await _until_disconnect(receive, lambda: self._stream(route, parsed, meta, events, meter, store, send, serving))
             else:
-                events = engine.generate(parsed.request)
-                async with contextlib.aclosing(events):
-                    if call is not None:
-                        call.model = model_id
-                        await _until_disconnect(receive, lambda: _hand_over(events, meter, call, send))
-                    elif parsed.stream:
-                        await _until_disconnect(
-                            receive, lambda: self._stream(route, parsed, meta, events, meter, store, send)
-                        )
-                    else:
-                        collected = await _until_disconnect(receive, lambda: _collect(events, meter))
-                        final = route.render(parsed, meta, collected)
-                        await _record(route, parsed, final, store)  # before the client can ask for it
-                        await send_json(send, 200, final)
+                collected = await _until_disconnect(receive, lambda: _collect(events, meter))
+                final = route.render(parsed, dataclasses.replace(meta, model=serving.model), collected)
+                await _record(route, parsed, final, store)  # before the client can ask for it
+                await send_json(send, 200, final)
 
     async def _stream(
         self,
@@ -228,6 +251,7 @@ class Endpoint:
         meter: Meter,
         store: StateStore,
         send: Send,
+        serving: Fallbacks,
     ) -> None:
         """Stream the events; a stream that completes is recorded before its last bytes go out.
         A request that waits for the model gets its headers (and, over SSE, keep-alive comments)
@@ -237,6 +261,7 @@ class Endpoint:
             first = await events.__anext__()
             while isinstance(first, (PromptRead, Queued)):
                 if isinstance(first, Queued):
+                    meta = dataclasses.replace(meta, model=serving.model)  # the model that took it
                     waiting = await _keep_alive(waiting or route.encoder(parsed, meta), waiting is None, send)
                 else:  # the prompt's size, for the stream's opening
                     meta = dataclasses.replace(meta, prompt=Usage(first.tokens, 0, first.cached))
@@ -251,7 +276,7 @@ class Endpoint:
             tail = waiting.open() + waiting.error(error)
             await send({"type": "http.response.body", "body": tail, "more_body": False})
             return
-        encoder = route.encoder(parsed, meta)
+        encoder = route.encoder(parsed, dataclasses.replace(meta, model=serving.model))
         meter.event(first)
         if waiting is None:
             await start_stream(send, encoder.media_type)
@@ -285,9 +310,7 @@ async def _keep_alive(encoder: StreamEncoder, first: bool, send: Send) -> Stream
     return encoder
 
 
-async def _hand_over(
-    events: AsyncGenerator[EngineEvent, None], meter: Meter, call: InProcessCall, send: Send
-) -> None:
+async def _hand_over(events: AsyncGenerator[EngineEvent, None], meter: Meter, call: InProcessCall, send: Send) -> None:
     """The core events, as they come, to host code in this process: no encoding, no bytes."""
     await send({"type": "http.response.start", "status": 200, "headers": []})  # for the usage record
     async for event in events:
@@ -359,6 +382,8 @@ def _capped(parsed: Parsed[Any, Any], cap: int | None) -> Parsed[Any, Any]:
         return parsed
     if sampling.max_tokens is not None:
         field = sampling.max_tokens_param
-        raise InvalidRequest(f"'{field}' is {sampling.max_tokens}, more than this API key's limit of {cap}.", param=field)
+        raise InvalidRequest(
+            f"'{field}' is {sampling.max_tokens}, more than this API key's limit of {cap}.", param=field
+        )
     request = dataclasses.replace(parsed.request, sampling=dataclasses.replace(sampling, max_tokens=cap))
     return dataclasses.replace(parsed, request=request)

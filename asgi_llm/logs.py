@@ -5,7 +5,8 @@ While `LLMApp` serves a request, its id (`x-request-id`) is the context's curren
 never the host's), gives each of their records a `request_id` attribute and ends the message
 with `[request …]`, so the id shows in the host's own format. `JSONFormatter` is for the
 host's logging configuration (we never install it when mounted); `asgi-llm serve` installs it
-with `log_format = "json"`.
+with `log_format = "json"`. `RedactCredentials` keeps keys sent in a query string
+(`?api_key=…`) out of `asgi-llm serve`'s access lines, text and JSON alike.
 """
 
 from __future__ import annotations
@@ -15,14 +16,19 @@ import contextvars
 import datetime as dt
 import json
 import logging
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
 __all__ = [
+    "CREDENTIAL_PARAMETERS",
     "OWN_LOGGERS",
     "JSONFormatter",
+    "RedactCredentials",
     "RequestIdFilter",
     "current_request_id",
+    "redact_access_log",
+    "redact_query",
     "serve_json_log_config",
     "serving_request",
     "tag_own_loggers",
@@ -111,6 +117,46 @@ class JSONFormatter(logging.Formatter):
         if record.stack_info:
             line["stack"] = self.formatStack(record.stack_info)
         return json.dumps(line, ensure_ascii=False, default=str)
+
+
+CREDENTIAL_PARAMETERS = frozenset(
+    {"api_key", "api-key", "apikey", "x-api-key", "key", "token", "access_token", "auth", "password", "secret", "sig"}
+)
+"""Query parameters whose values never reach a log line (compared case-insensitively, decoded)."""
+
+
+def redact_query(target: str) -> str:
+    """`target` (a path with its query string) with the value of each credential-like parameter
+    replaced by `[redacted]`; everything else is left as it was sent."""
+    path, mark, query = target.partition("?")
+    if not mark:
+        return target
+    parts = []
+    for part in query.split("&"):
+        name, equals, _ = part.partition("=")
+        if equals and urllib.parse.unquote_plus(name).lower() in CREDENTIAL_PARAMETERS:
+            part = f"{name}=[redacted]"
+        parts.append(part)
+    return f"{path}?{'&'.join(parts)}"
+
+
+class RedactCredentials(logging.Filter):
+    """On uvicorn's access logger (`asgi-llm serve` puts it there): a key sent as `?api_key=…`
+    is refused with a 401, but its access line would still carry it. Every string argument of
+    the record that holds a query string is redacted, before any formatter reads it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(redact_query(a) if isinstance(a, str) and "?" in a else a for a in record.args)
+        return True
+
+
+def redact_access_log() -> None:
+    """Put one `RedactCredentials` on uvicorn's access logger (idempotent). For the process
+    `asgi-llm serve` owns; uvicorn's own logging configuration keeps a logger's filters."""
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, RedactCredentials) for f in access.filters):
+        access.addFilter(RedactCredentials())
 
 
 def serve_json_log_config(level: str) -> dict[str, Any]:

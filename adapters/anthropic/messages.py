@@ -139,7 +139,8 @@ def parse(body: Any) -> Parsed[ChatRequest, None]:
         stop=tuple(wire.stop_sequences or ()),
     )
     user = wire.metadata.user_id if wire.metadata else None
-    return Parsed(_request(wire, sampling, user), None, stream=bool(wire.stream))
+    request = replace(_request(wire, sampling, user), prompt_size_first=bool(wire.stream))
+    return Parsed(request, None, stream=bool(wire.stream))
 
 
 def parse_count(body: Any) -> Parsed[ChatRequest, None]:

@@ -56,13 +56,26 @@ CHATML = "{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|
 
 
 def template(card: ModelCard) -> str:
-    """The prompt template, as Ollama clients read it: a Go template where the model's is a
-    family Ollama renders with one (ChatML), else the GGUF's own Jinja template, which is
-    what serves the model here either way."""
-    source = card.facts.metadata.get("tokenizer.chat_template")
+    """The prompt template, as Ollama clients read it: a Go template where the one in use is a
+    family Ollama renders with one (ChatML), else the Jinja template (the config's, else the
+    GGUF's own), which is what serves the model here either way."""
+    source = card.template.source if card.template is not None else card.facts.metadata.get("tokenizer.chat_template")
     if not isinstance(source, str):
         return ""
     return CHATML if "<|im_start|>" in source and "<|im_end|>" in source else source
+
+
+def _template_facts(card: ModelCard) -> tuple[str, str, dict[str, Any]]:
+    """What the modelfile, the parameters and the model info say of the chat template in use:
+    a fallback is named, with the end marker it stops at (Ollama's `stop` parameter)."""
+    used = card.template
+    if used is None:
+        return "", "", {}
+    info: dict[str, Any] = {"asgi_llm.chat_template": used.name, "asgi_llm.chat_template.fallback": used.fallback}
+    if not used.fallback:
+        return "", "", info
+    modelfile = f"# The GGUF has no chat template: chats use the {used.name} fallback, and end at {used.end}.\n"
+    return modelfile, f'{"stop":<30} "{used.end}"', info
 
 
 def _model_info(card: ModelCard) -> dict[str, Any]:
@@ -144,12 +157,13 @@ def pull(catalog: Sequence[ModelCard], body: Any) -> Reply:
 def show(catalog: Sequence[ModelCard], body: Any) -> Reply:
     wire = validate(ShowBody, body)
     card = _card(catalog, wire.model, wire.name)
+    modelfile, parameters, info = _template_facts(card)
     return 200, {
-        "modelfile": "",
-        "parameters": "",
+        "modelfile": modelfile,
+        "parameters": parameters,
         "template": template(card),
         "details": _details(card),
-        "model_info": _model_info(card),
+        "model_info": {**_model_info(card), **info},
         # Every model takes tools: a call is decoded under the tool's schema, template or not.
         "capabilities": ["completion", "tools", *(["embedding"] if card.embeddings else [])],
         "modified_at": rfc3339(card.created),

@@ -1,10 +1,10 @@
 """The OpenAI protocol family, assembled: chat, completions, embeddings, models, responses, and
-llama-server's tokenizer routes."""
+llama-server's tokenizer, rerank and LoRA adapter routes."""
 
 from __future__ import annotations
 
 from ..base import Adapter
-from . import chat, completions, embeddings, models, tokenizer
+from . import chat, completions, embeddings, lora, models, rerank, tokenizer
 from .common import render_error, tag_error
 from .responses import routes as responses
 
@@ -19,6 +19,8 @@ OPENAI = Adapter(
         *models.ROUTES,
         *responses.ROUTES,
         *tokenizer.ROUTES,
+        *rerank.ROUTES,
+        *lora.ROUTES,
     ),
     render_error=render_error,
     tag_error=tag_error,

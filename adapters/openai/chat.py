@@ -48,6 +48,7 @@ from .common import (
     SSE_DONE,
     SamplingBody,
     Wire,
+    adapter_scales,
     effort_reasoning,
     render_error,
     sampling_params,
@@ -142,6 +143,8 @@ def parse(body: Any) -> Parsed[ChatRequest, ChatOptions]:
     refuse_unrecognized(wire, handled=_HANDLED)
     if wire.top_logprobs and not wire.logprobs:
         raise InvalidRequest("'top_logprobs' requires 'logprobs' to be true.", param="top_logprobs")
+    if wire.grammar and wire.tools:
+        raise InvalidRequest("Give 'grammar' or 'tools', not both: a tool call has its own grammar.", param="grammar")
     sampling = sampling_params(
         wire,
         max_tokens=wire.max_completion_tokens if wire.max_completion_tokens is not None else wire.max_tokens,
@@ -163,6 +166,7 @@ def parse(body: Any) -> Parsed[ChatRequest, ChatOptions]:
         tool_choice=_tool_choice(wire),
         parallel_tool_calls=wire.parallel_tool_calls is not False,
         reasoning=_reasoning(wire),
+        adapters=adapter_scales(wire.lora),
     )
     include_usage = bool(wire.stream_options and wire.stream_options.include_usage)
     return Parsed(request, ChatOptions(include_usage), stream=bool(wire.stream))

@@ -9,12 +9,12 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from asgi_llm.core import InvalidRequest, LLMError, OutputFormat, Reasoning, SamplingParams, Usage
+from asgi_llm.core import AdapterScale, InvalidRequest, LLMError, OutputFormat, Reasoning, SamplingParams, Usage
 from asgi_llm.wire import openai_chat as wire
 from asgi_llm.wire import openai_error as error_envelope
 from asgi_llm.wire.openai_error import ErrorBody
 
-from ..base import Reply
+from ..base import Reply, refuse_unrecognized
 
 __all__ = [
     "EFFORTS",
@@ -23,6 +23,8 @@ __all__ = [
     "SamplingBody",
     "StreamOptions",
     "Wire",
+    "WireLora",
+    "adapter_scales",
     "effort_reasoning",
     "logit_bias",
     "render_error",
@@ -87,6 +89,22 @@ class StreamOptions(Wire):
     include_usage: bool = False
 
 
+class WireLora(Wire):
+    """llama-server's per-request `lora` entry: a configured adapter's id and its scale."""
+
+    id: str
+    scale: float
+
+
+def adapter_scales(lora: list[WireLora] | None, param: str = "lora") -> tuple[AdapterScale, ...] | None:
+    """A request's adapters (those it does not name are off, as in llama-server); None: the defaults."""
+    if lora is None:
+        return None
+    for i, entry in enumerate(lora):
+        refuse_unrecognized(entry, prefix=f"{param}[{i}].")
+    return tuple(AdapterScale(entry.id, entry.scale) for entry in lora)
+
+
 class SamplingBody(Wire):
     """The fields chat and completions bodies share."""
 
@@ -106,6 +124,10 @@ class SamplingBody(Wire):
     top_k: Annotated[int, Field(ge=0)] | None = None
     min_p: Annotated[float, Field(ge=0, le=1)] | None = None
     repeat_penalty: Annotated[float, Field(gt=0)] | None = None
+    lora: list[WireLora] | None = None
+    """llama-server's per-request LoRA adapters and scales."""
+    grammar: str | None = None
+    """llama.cpp's GBNF grammar the output must be a sentence of (empty: none, as in llama-server)."""
 
 
 def sampling_params(
@@ -132,9 +154,18 @@ def sampling_params(
         logit_bias=logit_bias(wire.logit_bias),
         logprobs=logprobs,
         top_logprobs=top_logprobs,
-        output_format=output_format,
+        output_format=_with_grammar(wire.grammar, output_format),
         max_tokens_param=max_tokens_param,
     )
+
+
+def _with_grammar(grammar: str | None, other: OutputFormat | None) -> OutputFormat | None:
+    """llama.cpp's `grammar` as the output's form, which nothing else may also shape."""
+    if not grammar:
+        return other
+    if other is not None:
+        raise InvalidRequest("Give 'grammar' or 'response_format', not both.", param="grammar")
+    return OutputFormat(kind="grammar", param="grammar", grammar=grammar)
 
 
 def logit_bias(bias: dict[str, float] | None) -> tuple[tuple[int, float], ...]:

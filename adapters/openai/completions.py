@@ -21,7 +21,7 @@ from asgi_llm.core import (
 )
 
 from ..base import GenerateRoute, Meta, Parsed, Unrecorded, refuse_unrecognized, validate
-from .common import SSE_DONE, SamplingBody, render_error, sampling_params, sse, tag_error, usage_dict
+from .common import SSE_DONE, SamplingBody, adapter_scales, render_error, sampling_params, sse, tag_error, usage_dict
 
 __all__ = ["ROUTE", "CompletionStream", "parse", "render"]
 
@@ -49,6 +49,8 @@ def parse(body: Any) -> Parsed[CompletionRequest, CompletionOptions]:
         raise Unsupported("'suffix' (insertion) is not supported.", param="suffix")
     if wire.best_of is not None and wire.best_of != (wire.n or 1):
         raise Unsupported("'best_of' other than 'n' is not supported.", param="best_of")
+    if wire.grammar and wire.echo:
+        raise Unsupported("'echo' is not supported with 'grammar'.", param="echo")
     refuse_unrecognized(wire)
     prompts = _prompts(wire.prompt)
     if wire.max_tokens == 0 and not wire.echo:
@@ -57,7 +59,8 @@ def parse(body: Any) -> Parsed[CompletionRequest, CompletionOptions]:
         wire, max_tokens=wire.max_tokens, logprobs=wire.logprobs is not None, top_logprobs=wire.logprobs or 0
     )
     request = CompletionRequest(
-        model=wire.model, prompts=prompts, sampling=sampling, n=wire.n or 1, echo=bool(wire.echo), user=wire.user
+        model=wire.model, prompts=prompts, sampling=sampling, n=wire.n or 1, echo=bool(wire.echo), user=wire.user,
+        adapters=adapter_scales(wire.lora),
     )
     include_usage = bool(wire.stream_options and wire.stream_options.include_usage)
     return Parsed(request, CompletionOptions(include_usage, wire.logprobs), stream=bool(wire.stream))

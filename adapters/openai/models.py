@@ -13,7 +13,8 @@ __all__ = ["ROUTES", "get_model", "list_models"]
 
 
 def _card(card: ModelCard) -> dict[str, Any]:
-    return {"id": card.id, "object": "model", "created": card.created, "owned_by": card.owned_by}
+    """OpenAI's fields, and `rerank`: how `/rerank` ranks with the model (`rank`, `judge`, or null)."""
+    return {"id": card.id, "object": "model", "created": card.created, "owned_by": card.owned_by, "rerank": card.rerank}
 
 
 def list_models(catalog: Sequence[ModelCard], params: Mapping[str, str]) -> Reply:

@@ -45,6 +45,7 @@ from .events import (
     total_usage,
 )
 from .memory import MemoryEstimate
+from .ranking import AdapterScale, LoraAdapters, RerankKind, RerankRequest, RerankResult
 from .requests import (
     ChatRequest,
     CompletionRequest,
@@ -65,8 +66,10 @@ from .requests import (
     ToolSpec,
 )
 from .store import StateStore
+from .templates import TemplateInUse, template_in_use
 
 __all__ = [
+    "AdapterScale",
     "BadGateway",
     "ChatRequest",
     "CompletionRequest",
@@ -88,6 +91,7 @@ __all__ = [
     "InternalError",
     "InvalidRequest",
     "LLMError",
+    "LoraAdapters",
     "MemoryEstimate",
     "Message",
     "MethodNotAllowed",
@@ -105,11 +109,15 @@ __all__ = [
     "RateLimited",
     "Reasoning",
     "ReasoningDelta",
+    "RerankKind",
+    "RerankRequest",
+    "RerankResult",
     "RetryLater",
     "Role",
     "RouteNotFound",
     "SamplingParams",
     "StateStore",
+    "TemplateInUse",
     "TemplateRequest",
     "TextDelta",
     "TokenIds",
@@ -129,5 +137,6 @@ __all__ = [
     "Unavailable",
     "Unsupported",
     "Usage",
+    "template_in_use",
     "total_usage",
 ]

@@ -6,6 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from .ranking import RerankKind
+from .templates import TemplateInUse
+
 __all__ = ["ModelCard", "ModelFacts", "ModelState"]
 
 ModelState = Literal["unloaded", "loading", "ready", "stalled", "failed"]
@@ -38,3 +41,5 @@ class ModelCard:
     memory: int = 0  # bytes it holds while loaded (what llama.cpp allocated, else the estimate)
     memory_vram: int = 0  # of those, bytes on GPUs
     facts: ModelFacts = ModelFacts()
+    rerank: RerankKind | None = None  # how it ranks documents for /rerank (None: it cannot)
+    template: TemplateInUse | None = None  # the chat template serving a local model (None: unknown, or upstream)

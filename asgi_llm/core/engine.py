@@ -8,6 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .events import EmbeddingResult, EngineEvent
 from .memory import MemoryEstimate
+from .ranking import LoraAdapters, RerankKind, RerankRequest, RerankResult
 from .requests import ChatRequest, EmbeddingRequest, GenerationRequest
 
 __all__ = ["Engine", "EngineHealth", "Tokenizer"]
@@ -62,6 +63,16 @@ class Engine(Protocol):
     def context_length(self) -> int: ...
 
     @property
+    def rerank_kind(self) -> RerankKind | None:
+        """How it ranks documents for `/rerank`; None where it cannot (an upstream)."""
+        ...
+
+    @property
+    def lora(self) -> LoraAdapters | None:
+        """Its LoRA adapters; None where it has none to set (an upstream)."""
+        ...
+
+    @property
     def progress(self) -> float:
         """How far a load has read the weights, 0 to 1 (read while it loads, for /health)."""
         ...
@@ -92,6 +103,10 @@ class Engine(Protocol):
     def generate(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]: ...
 
     async def embed(self, request: EmbeddingRequest) -> EmbeddingResult: ...
+
+    async def rerank(self, request: RerankRequest) -> RerankResult:
+        """Each document's relevance to the query; raises `Unsupported` where `rerank_kind` is None."""
+        ...
 
     async def count_tokens(self, request: GenerationRequest) -> int:
         """Prompt tokens the request would use (chat template applied); raises like `generate`."""

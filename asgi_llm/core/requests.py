@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .ranking import AdapterScale
+
 __all__ = [
     "ChatRequest",
     "CompletionRequest",
@@ -66,18 +68,20 @@ class Message:
 
 @dataclass(frozen=True)
 class OutputFormat:
-    """The output must be one JSON document: any object (`json_object`), or one valid under `schema`.
+    """The output must be one JSON document: any object (`json_object`), or one valid under `schema`;
+    or (`grammar`) a sentence of `grammar`, a GBNF text (llama.cpp's `grammar` field).
 
     `schema` is a JSON Schema (checked with `jsonschema` when parsed); `param` is the request
     field it came from, so an engine that cannot enforce it can say where the problem is.
     `name` and `strict` are kept as the client sent them; an engine enforces the schema either way.
     """
 
-    kind: Literal["json_object", "json_schema"]
+    kind: Literal["json_object", "json_schema", "grammar"]
     param: str
     schema: Mapping[str, Any] = field(default_factory=dict)
     name: str | None = None
     strict: bool = False
+    grammar: str = ""
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,12 @@ class ChatRequest:
     parallel_tool_calls: bool = True
     reasoning: Reasoning | None = None
     """None: the model's configured default (its template's own, unless the config says)."""
+    adapters: tuple[AdapterScale, ...] | None = None
+    """LoRA adapters and scales for this request (llama-server's `lora`; those not named: 0);
+    None: the model's default scales."""
+    prompt_size_first: bool = False
+    """The stream opens with the prompt's size (Anthropic's `message_start`): an engine that
+    learns it only at the end (an upstream) finds it out first, or holds its events until then."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +150,8 @@ class CompletionRequest:
     n: int = 1
     echo: bool = False
     user: str | None = None
+    adapters: tuple[AdapterScale, ...] | None = None
+    """As `ChatRequest.adapters`."""
 
 
 @dataclass(frozen=True)

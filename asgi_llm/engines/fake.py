@@ -17,12 +17,15 @@ from ..core import (
     InvalidRequest,
     LLMError,
     PromptRead,
+    RerankRequest,
+    RerankResult,
     TextDelta,
     Usage,
 )
 from ..core.engine import EngineHealth
 from ..core.events import Embedding
 from ..core.memory import MemoryEstimate
+from ..core.ranking import LoraAdapters, RerankKind
 from .inference_thread import InferenceThread
 
 __all__ = ["FakeEngine"]
@@ -56,6 +59,8 @@ class FakeEngine:
         self.progress = 0.0  # how far `load` has got, as /health shows it: set it from a slow load
         self.waiting = 0  # requests queued, as metrics show them
         self.memory: MemoryEstimate | None = None  # what the model lists show it holds once loaded
+        self.rerank_kind: RerankKind | None = "rank" if config.rerank else "judge"
+        self.lora: LoraAdapters | None = None
 
     @property
     def supports_embeddings(self) -> bool:
@@ -92,13 +97,21 @@ class FakeEngine:
             for piece in pieces:
                 yield TextDelta(piece, index=index)
             reason: FinishReason = "length" if limit < len(self.pieces) else "stop"
-            yield Finish(reason, Usage(prompt_tokens=3 if index == 0 else 0, completion_tokens=len(pieces)), index=index)
+            yield Finish(
+                reason, Usage(prompt_tokens=3 if index == 0 else 0, completion_tokens=len(pieces)), index=index
+            )
 
     async def count_tokens(self, request: GenerationRequest) -> int:
         return 3
 
     async def embed(self, request: EmbeddingRequest) -> EmbeddingResult:
         return EmbeddingResult(tuple(Embedding((1.0, 0.0), tokens=1) for _ in request.inputs))
+
+    async def rerank(self, request: RerankRequest) -> RerankResult:
+        """The share of the query's words each document has: scripted, not judged."""
+        words = set(request.query.lower().split())
+        scores = tuple(len(words & set(d.lower().split())) / max(len(words), 1) for d in request.documents)
+        return RerankResult(scores, sum(len(d.split()) for d in request.documents))
 
     def tokenizer(self) -> ByteTokenizer:
         return ByteTokenizer()

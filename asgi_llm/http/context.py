@@ -22,6 +22,7 @@ from ..core.policy import KeyInfo
 from ..wire import openai_error
 from .asgi import Message, Scope, Send, header, send_json
 from .routing import Match, route_path
+from .trace_notes import TraceNotes
 
 __all__ = [
     "CONTEXT",
@@ -114,6 +115,8 @@ class RequestContext:
     """Set for a request made by host code in this process (`LLMApp.client`); None over HTTP."""
     id_header: bool = False
     """Whether a `send` wrapper already adds `x-request-id` (see `with_request_id_header`)."""
+    trace: TraceNotes | None = None
+    """Set by the tracing layer while its span records: the endpoint reports the request to it."""
 
 
 def _state(scope: Scope) -> MutableMapping[str, Any]:

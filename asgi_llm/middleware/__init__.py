@@ -1,4 +1,4 @@
-"""Pure ASGI middleware, one concern each: auth, usage accounting, limits, metrics.
+"""Pure ASGI middleware, one concern each: auth, usage accounting, limits, metrics, tracing.
 
 Each layer works around any ASGI app; `LLMApp` composes them from its settings (or takes
 its own list) and classifies every request first, so the layers answer in the calling
@@ -16,6 +16,7 @@ from .limits import BudgetStore, Limiter, LimitsMiddleware, MemoryBudgets
 from .metrics import Metrics, MetricsMiddleware
 from .sinks import JSONLinesSink, LoggingSink
 from .sqlite_keys import SQLiteKeys
+from .tracing import TracingMiddleware
 from .usage import Sink, UsageMiddleware, UsageRecord
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "SQLiteKeys",
     "Sink",
     "StoredKey",
+    "TracingMiddleware",
     "UsageMiddleware",
     "UsageRecord",
     "Verifier",

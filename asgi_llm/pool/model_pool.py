@@ -4,11 +4,11 @@ pool's parts and does no work of its own: `Lifecycle` and `Reloader` load, unloa
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from ..config import Settings
+from ..config import Settings, fallback_chain
 from ..core import Engine, EngineHealth, ModelCard
 from ..engines.inference_thread import InferenceThread
 from .lifecycle import EngineFactory, Lifecycle, engine_for
@@ -32,6 +32,8 @@ class ModelPool:
         self._models = Roster(settings or Settings())
         self.reloaded: list[Callable[[Settings], None]] = []
         """Called with the new settings after each `reload` (the auth layer re-reads its keys)."""
+        self.stopped: list[Callable[[], Awaitable[None]]] = []
+        """Awaited once the pool has stopped with its last user (shared backends close their connections)."""
         residency = Residency(self._models)
         self._lifecycle = Lifecycle(self._models, residency, self.thread, self._factory)
         self._reloader = Reloader(self._models, residency, self._lifecycle)
@@ -53,6 +55,9 @@ class ModelPool:
     async def stop(self) -> None:
         """Unload every model and end the inference thread, once the last user stops."""
         await self._lifecycle.stop()
+        if not self.started:
+            for close in self.stopped:
+                await close()
 
     async def wait_ready(self) -> None:
         """Wait for the models that load at startup; raises if one failed."""
@@ -62,6 +67,13 @@ class ModelPool:
         """The id of the model `name` (an id or alias) names, or None."""
         entry = self._models.by_name.get(name)
         return entry.config.id if entry is not None else None
+
+    def chain(self, name: str) -> list[str]:
+        """The ids a generation for `name` (an id or alias) tries in order: its model, then its
+        `fallbacks`, each followed by its own; raises `ModelNotFound` for an unknown name."""
+        entry = self._models.find(name)
+        ids = {alias: found.config.id for alias, found in self._models.by_name.items()}
+        return fallback_chain(entry.config.id, {e.config.id: e.config.fallbacks for e in self._models.entries}, ids)
 
     def use(self, name: str, *, keep_alive: float | None = None) -> AbstractAsyncContextManager[tuple[Engine, str]]:
         """The engine serving `name` (an id or alias) and its canonical id, held for one request.

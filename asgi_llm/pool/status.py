@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..core import EngineHealth, ModelCard
+from ..core import EngineHealth, ModelCard, TemplateInUse, template_in_use
 from .entry import ModelEntry, file_size
 from .residency import Residency
 from .roster import Roster
@@ -54,6 +54,8 @@ class Status:
                 "requests_in_flight": s.active,
                 "last_used": round(wall - (now - s.last_used), 3) if s.last_used else None,
                 "expires_at": s.expires_at,
+                **_activity(s),
+                "chat_template": _described(_template(s)),
             }
             for s in self._models.entries
         ]
@@ -73,6 +75,8 @@ class Status:
                 memory=memory.total,
                 memory_vram=sum(memory.gpu),
                 facts=s.facts,
+                rerank=None if s.config.is_upstream else ("rank" if s.config.rerank else "judge"),
+                template=_template(s),
             )
             for s, memory in ((s, s.measured or s.cost) for s in self._models.entries)
         ]
@@ -100,3 +104,29 @@ class Status:
         if backend:
             health["backend"] = dict(backend)
         return health
+
+
+def _template(entry: ModelEntry) -> TemplateInUse | None:
+    """The chat template serving a local model, once its file's header is read (or the config names one)."""
+    config = entry.config
+    if config.is_upstream or not (config.chat_template or entry.facts.architecture):
+        return None
+    return template_in_use(config.chat_template, entry.facts.metadata)
+
+
+def _described(template: TemplateInUse | None) -> dict[str, Any] | None:
+    if template is None:
+        return None
+    return {"origin": template.origin, "name": template.name, "fallback": template.fallback, "ends_at": template.end}
+
+
+def _activity(entry: ModelEntry) -> dict[str, Any]:
+    """What a loaded model is doing, for the operator's view: requests queued for it, the faults
+    and stalls it survived since it loaded, and its engine's own figures (sequences, prompt
+    cache, memory; an upstream's replicas)."""
+    engine = entry.engine
+    if engine is None:
+        return {"queued": 0, "health": None, "backend": {}}
+    health = engine.health()
+    survived = {"faults": health.faults, "stalls": health.stalls, "restarts": health.restarts}
+    return {"queued": engine.waiting, "health": survived, "backend": dict(engine.describe())}

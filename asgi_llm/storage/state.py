@@ -52,6 +52,9 @@ class MemoryStore:
 class SQLiteStore:
     """Blocking sqlite3 calls run off the event loop (they never touch a model)."""
 
+    persistent = True
+    """It outlives the process: background Responses may be kept here."""
+
     def __init__(self, path: str, *, max_items: int = 10000, max_age_seconds: float = 30 * 86400, clock: Callable[[], float] = time.time) -> None:
         self._path = path
         self._max_items = max_items
@@ -99,6 +102,15 @@ class SQLiteStore:
             return db.execute("DELETE FROM state WHERE key = ?", (key,)).rowcount > 0
 
         return await self._run(remove)
+
+    async def scan(self, suffix: str) -> list[tuple[str, dict[str, Any]]]:
+        """Every entry whose key ends with `suffix` (every owner's): for a sweep at startup."""
+        pattern = "%" + suffix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+        def read(db: sqlite3.Connection) -> list[tuple[str, str]]:
+            return db.execute("SELECT key, value FROM state WHERE key LIKE ? ESCAPE '\\'", (pattern,)).fetchall()
+
+        return [(key, json.loads(value)) for key, value in await self._run(read)]
 
 
 class OwnedStore:

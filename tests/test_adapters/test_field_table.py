@@ -58,9 +58,11 @@ OPENAI_SAMPLING: dict[str, Row] = {
     "frequency_penalty": Honoured(0.5),
     "logit_bias": Honoured({"42": 5}),
     "user": Honoured("u-1"),
+    "lora": Honoured([{"id": "a", "scale": 0.5}]),
     "top_k": Honoured(5),
     "min_p": Honoured(0.1),
     "repeat_penalty": Honoured(1.2),
+    "grammar": Honoured('root ::= "yes" | "no"'),
 }
 
 
@@ -164,6 +166,7 @@ TABLES = {
             "previous_response_id": Honoured("resp_1"),
             "reasoning": Honoured({"effort": "none"}),
             "store": Honoured(False),
+            "background": Honoured(True),
             "stream": Honoured(True),
             "temperature": Honoured(0.5),
             "top_p": Honoured(0.5),

@@ -59,6 +59,8 @@ INVALID = [
         body(tools=[FUNCTION], tool_choice={"type": "function", "name": "g"}), "tool_choice", id="tool-choice-unknown"
     ),
     pytest.param(body(text={"format": {"kind": "text"}}), "text.format.type", id="text-format-missing-type"),
+    pytest.param(body(background=True, store=False), "background", id="background-unstored"),
+    pytest.param(body(background="yes"), "background", id="background-not-bool"),
 ]
 
 UNSUPPORTED = [
@@ -87,7 +89,6 @@ UNSUPPORTED = [
     pytest.param(body(tools=[FUNCTION, {"type": "web_search"}]), "tools[1].type", id="web-search-tool"),
     pytest.param(body(tool_choice={"type": "file_search"}), "tool_choice", id="tool-choice-builtin"),
     pytest.param(body(truncation="auto"), "truncation", id="truncation-auto"),
-    pytest.param(body(background=True), "background", id="background"),
     pytest.param(body(conversation="conv_1"), "conversation", id="conversation"),
     pytest.param(body(prompt={"id": "pmpt_1"}), "prompt", id="prompt-template"),
 ]

@@ -206,6 +206,7 @@ async def test_count_takes_the_model_and_conversation_of_a_previous_response(spe
         ("GET", "/responses/resp_1/input_items", 2, {"response_id": "resp_1"}),
         ("GET", "/responses/resp_1", 3, {"response_id": "resp_1"}),
         ("DELETE", "/responses/resp_1", 4, {"response_id": "resp_1"}),
+        ("POST", "/responses/resp_1/cancel", 5, {"response_id": "resp_1"}),
     ],
 )
 def test_routes_do_not_shadow_each_other(method: str, path: str, expected: int, params: dict[str, str]) -> None:

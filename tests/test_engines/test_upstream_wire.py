@@ -29,6 +29,7 @@ from asgi_llm.core import (
     ToolCallStart,
     ToolSpec,
     Unavailable,
+    Unsupported,
     Usage,
 )
 from asgi_llm.engines.upstream.errors import error_from_body, error_from_response, retry_after, retryable
@@ -85,13 +86,8 @@ def test_chat_body_carries_turns_tools_and_constraints() -> None:
         "type": "json_schema",
         "json_schema": {"name": "w", "schema": {"type": "object"}, "strict": True},
     }
-    assert (body["max_tokens"], body["temperature"], body["stop"], body["seed"], body["top_k"]) == (
-        7,
-        0.0,
-        ["\n"],
-        3,
-        20,
-    )
+    assert (body["max_tokens"], body["temperature"], body["seed"], body["top_k"]) == (7, 0.0, 3, 20)
+    assert "stop" not in body  # matched here, as the text arrives: the upstream would not say which stop it met
     assert body["logit_bias"] == {"42": -100.0}
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
 
@@ -101,6 +97,15 @@ def test_default_sampling_sends_no_vendor_fields() -> None:
     assert not {"top_k", "min_p", "repeat_penalty", "presence_penalty", "logit_bias", "tools", "n", "max_tokens"} & set(
         body
     )
+
+
+def test_a_grammar_is_refused_not_dropped() -> None:
+    """llama.cpp's GBNF is no OpenAI field: an upstream (vLLM, OpenAI) would decode without it."""
+    grammar = OutputFormat(kind="grammar", param="grammar", grammar='root ::= "a"')
+    request = CompletionRequest(model="m", prompts=("a",), sampling=SamplingParams(output_format=grammar))
+    with pytest.raises(Unsupported) as refused:
+        completion_body(request, "up")
+    assert refused.value.param == "grammar"
 
 
 def test_completion_embedding_and_count_bodies() -> None:

@@ -30,10 +30,17 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "asgi_llm.http": ("asgi_llm.core", "asgi_llm.http", "asgi_llm.wire"),
     "asgi_llm.storage": ("asgi_llm.core", "asgi_llm.storage"),
     "asgi_llm.wire": (),
-    "asgi_llm.config": ("asgi_llm.config_sources",),
+    "asgi_llm.config": ("asgi_llm.config_sources", "asgi_llm.config_chains", "asgi_llm.config_lora"),
+    "asgi_llm.config_lora": (),
     "asgi_llm.config_sources": (),
+    "asgi_llm.config_chains": (),
     "asgi_llm.logs": (),
     "asgi_llm.middleware": ("asgi_llm.core", "asgi_llm.http", "asgi_llm.storage", "asgi_llm.middleware"),
+    # Redis and PostgreSQL behind the layers' own protocols (the `Gate`, `BudgetStore`, `Verifier`, `StateStore`)
+    "asgi_llm.shared": ("asgi_llm.core", "asgi_llm.middleware", "asgi_llm.shared"),
+    "asgi_llm.middleware.tracing": ("asgi_llm.http", "asgi_llm.otel"),
+    "asgi_llm.otel": (),
+    "asgi_llm.otel_export": (),
     "asgi_llm.adapters": _ADAPTER_SHARED,
     "asgi_llm.adapters.openai": (*_ADAPTER_SHARED, "asgi_llm.wire", "asgi_llm.adapters.openai"),
     "asgi_llm.adapters.anthropic": (*_ADAPTER_SHARED, "asgi_llm.adapters.anthropic"),
@@ -62,6 +69,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.wire",
         "asgi_llm.engines.decoding",
         "asgi_llm.engines.upstream",
+        "asgi_llm.otel",
     ),
     # the upstream engine's answers read without HTTP (only engine.py speaks HTTP)
     "asgi_llm.engines.upstream.reading": (
@@ -101,13 +109,19 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "asgi_llm.openapi": ("asgi_llm.core", "asgi_llm.adapters.base"),
     "asgi_llm.web": ("asgi_llm.http", "asgi_llm.web"),
     "asgi_llm.client": ("asgi_llm.core", "asgi_llm.http"),
+    "asgi_llm.background": ("asgi_llm.core", "asgi_llm.http", "asgi_llm.adapters.base", "asgi_llm.pool"),
     "asgi_llm.endpoint": (
+        "asgi_llm.background",
         "asgi_llm.core",
         "asgi_llm.http",
         "asgi_llm.storage",
         "asgi_llm.adapters.base",
         "asgi_llm.pool",
+        "asgi_llm.fallback",
+        "asgi_llm.model_routes",
     ),
+    "asgi_llm.model_routes": ("asgi_llm.core", "asgi_llm.http", "asgi_llm.adapters.base", "asgi_llm.pool"),
+    "asgi_llm.fallback": ("asgi_llm.core", "asgi_llm.http.asgi", "asgi_llm.pool"),
     "asgi_llm.app": (
         "asgi_llm.core",
         "asgi_llm.config",
@@ -123,8 +137,15 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.openapi",
         "asgi_llm.stack",
         "asgi_llm.web",
+        "asgi_llm.shared",
     ),
-    "asgi_llm.stack": ("asgi_llm.config", "asgi_llm.http.asgi", "asgi_llm.middleware", "asgi_llm.pool"),
+    "asgi_llm.stack": (
+        "asgi_llm.config",
+        "asgi_llm.http.asgi",
+        "asgi_llm.middleware",
+        "asgi_llm.pool",
+        "asgi_llm.shared",
+    ),
     "asgi_llm.cli": (
         "asgi_llm.core",
         "asgi_llm.config",
@@ -137,8 +158,9 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.pool.residency",
         "asgi_llm.watch",
         "asgi_llm.progress",
+        "asgi_llm.otel_export",
     ),
-    "asgi_llm.keys_cli": ("asgi_llm.config", "asgi_llm.middleware"),
+    "asgi_llm.keys_cli": ("asgi_llm.config", "asgi_llm.middleware", "asgi_llm.shared"),
     "asgi_llm.watch": (),
     "asgi_llm.progress": (),
     "asgi_llm.contrib": (
@@ -291,7 +313,13 @@ def test_only_the_engine_package_imports_llama_cpp() -> None:
 
 
 def test_only_the_upstream_engine_imports_httpx() -> None:
-    assert importers_of("httpx") == {"asgi_llm.engines.upstream.engine"}
+    """The engine's requests and its discovery of an upstream's models: the HTTP side, in two modules."""
+    assert importers_of("httpx") == {"asgi_llm.engines.upstream.engine", "asgi_llm.engines.upstream.discovery"}
+
+
+def test_only_otel_imports_opentelemetry() -> None:
+    """A mounted app touches OpenTelemetry's API only, in one place; the SDK only for `asgi-llm serve`."""
+    assert importers_of("opentelemetry") == {"asgi_llm.otel", "asgi_llm.otel_export"}
 
 
 def test_only_contrib_imports_host_frameworks() -> None:

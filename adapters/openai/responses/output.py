@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from asgi_llm.core import (
@@ -31,7 +31,7 @@ from ...base import Meta
 from ...logprobs import token_logprobs
 from .input import Item
 
-__all__ = ["Output", "ResponsesStream", "finished", "response_id", "response_object", "usage_dict"]
+__all__ = ["Output", "ResponsesStream", "finished", "frames", "response_id", "response_object", "usage_dict"]
 
 Event = dict[str, Any]
 """One stream event's payload, before its `sequence_number`."""
@@ -223,6 +223,15 @@ def _error_code(error: LLMError) -> str:
     return "server_error"
 
 
+def frames(payloads: Sequence[Event]) -> bytes:
+    """Stream events (with their sequence numbers) as SSE frames named by their type."""
+    chunks = []
+    for payload in payloads:
+        data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+        chunks.append(f"event: {payload['type']}\ndata: {data}\n\n".encode())
+    return b"".join(chunks)
+
+
 class ResponsesStream:
     """Named SSE events (`event: <type>`), numbered from 0; no `[DONE]`.
 
@@ -231,30 +240,47 @@ class ResponsesStream:
 
     media_type = "text/event-stream"
 
-    def __init__(self, echo: Mapping[str, Any], meta: Meta) -> None:
+    def __init__(self, echo: Mapping[str, Any], meta: Meta, *, keep: bool = False) -> None:
         self._echo = echo
         self._meta = meta
         self._out = Output(meta.request_id)
         self._sequence = 0
         self._final: dict[str, Any] | None = None
+        self._kept: list[Event] | None = [] if keep else None
+        self._queued = False
 
     def _encode(self, events: list[Event]) -> bytes:
-        chunks = []
+        payloads = []
         for event in events:
-            payload = {**event, "sequence_number": self._sequence}
+            payloads.append({**event, "sequence_number": self._sequence})
             self._sequence += 1
-            data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
-            chunks.append(f"event: {event['type']}\ndata: {data}\n\n".encode())
-        return b"".join(chunks)
+        if self._kept is not None:
+            self._kept.extend(payloads)
+        return frames(payloads)
 
     def open(self) -> bytes:
         started = response_object(self._meta, self._echo, "in_progress", [])
-        return self._encode(
-            [
-                {"type": "response.created", "response": started},
-                {"type": "response.in_progress", "response": started},
-            ]
-        )
+        created = [] if self._queued else [{"type": "response.created", "response": started}]
+        return self._encode([*created, {"type": "response.in_progress", "response": started}])
+
+    def queue(self) -> dict[str, Any]:
+        """A background response's opening: created and queued, before its model is free."""
+        self._queued = True
+        queued = response_object(self._meta, self._echo, "queued", [])
+        self._encode([{"type": "response.created", "response": queued}, {"type": "response.queued", "response": queued}])
+        return queued
+
+    def snapshot(self, status: str, error: LLMError | None = None) -> dict[str, Any]:
+        """The response at `status` with its output so far; `cancelled` and `failed` close it."""
+        if status not in ("cancelled", "failed"):
+            return response_object(self._meta, self._echo, status, copy.deepcopy(self._out.items))
+        self._out.close("incomplete")
+        self._final = response_object(self._meta, self._echo, status, self._out.items, error=error)
+        return self._final
+
+    def kept(self) -> list[dict[str, Any]]:
+        taken, self._kept = self._kept or [], [] if self._kept is not None else None
+        return taken
 
     def event(self, event: GenerationEvent) -> bytes:
         return self._encode(self._out.feed(event))

@@ -27,11 +27,10 @@ from asgi_llm.core import (
 
 from ...base import (
     CountRoute,
+    Detached,
     GenerateRoute,
-    InfoContext,
     Meta,
     Parsed,
-    Reply,
     StateRoute,
     StateStore,
     refuse_unrecognized,
@@ -40,7 +39,8 @@ from ...base import (
 from ...json_output import json_object, json_schema, tool_parameters
 from ..common import effort_reasoning
 from .input import Item, messages, normalize_input, validate_at
-from .output import Output, ResponsesStream, finished
+from .output import Output, ResponsesStream, finished, frames
+from .stored import ResponseNotFound, cancel, delete, input_items, retrieve
 
 __all__ = [
     "ROUTES",
@@ -63,11 +63,6 @@ _ID_PREFIX = {"message": "msg", "function_call": "fc", "function_call_output": "
 class PreviousResponseNotFound(LLMError):
     status = 404
     code = "previous_response_not_found"
-
-
-class ResponseNotFound(LLMError):
-    status = 404
-    code = "not_found"
 
 
 class _Wire(BaseModel):
@@ -116,6 +111,7 @@ class _Body(_Wire):
     truncation: Literal["auto", "disabled"] | None = None
     metadata: Annotated[dict[str, str], Field(max_length=16)] | None = None
     store: bool | None = None
+    background: bool | None = None
     previous_response_id: str | None = None
     stream: bool | None = None
     user: str | None = None
@@ -186,7 +182,7 @@ def _parse(wire: _Body, model: str) -> Parsed[ChatRequest, ResponsesOptions]:
     options = ResponsesOptions(
         wire.instructions, tuple(items), _echo(wire, tools, sampling), store, wire.previous_response_id
     )
-    return Parsed(request, options, stream=bool(wire.stream))
+    return Parsed(request, options, stream=bool(wire.stream), background=bool(wire.background))
 
 
 def _output_format(fmt: _TextFormat | None) -> OutputFormat | None:
@@ -209,7 +205,7 @@ def _format_echo(fmt: _TextFormat | None) -> dict[str, Any]:
     return echo if fmt.description is None else {**echo, "description": fmt.description}
 
 
-_HANDLED = ("conversation", "background", "prompt", "prompt_cache_key", "stream_options")
+_HANDLED = ("conversation", "prompt", "prompt_cache_key", "stream_options")
 """Extras checked below. `prompt_cache_key` needs nothing done: every prompt's prefix is
 cached, whatever key routes it."""
 
@@ -221,7 +217,9 @@ def _refuse_unsupported(wire: _Body) -> None:
     if wire.max_tool_calls is not None and wire.max_tool_calls != 1:
         raise Unsupported("'max_tool_calls' can only be 1 (one call, as with parallel_tool_calls false).", param="max_tool_calls")
     extra = wire.model_extra or {}
-    for name in ("conversation", "background", "prompt"):
+    if wire.background and wire.store is False:
+        raise InvalidRequest("A background response is stored: 'store' cannot be false with it.", param="background")
+    for name in ("conversation", "prompt"):
         if extra.get(name):
             raise Unsupported(f"'{name}' is not supported by this server.", param=name)
     options = extra.get("stream_options")
@@ -282,6 +280,7 @@ def _echo(wire: _Body, tools: list[dict[str, Any]], sampling: SamplingParams) ->
         "max_tool_calls": wire.max_tool_calls,
         "parallel_tool_calls": wire.parallel_tool_calls is not False,
         "previous_response_id": wire.previous_response_id,
+        "background": bool(wire.background),
         "reasoning": {"effort": reasoning.effort, "summary": reasoning.summary},
         "store": wire.store is not False,
         "temperature": sampling.temperature,
@@ -306,7 +305,7 @@ def render(parsed: Parsed[ChatRequest, ResponsesOptions], meta: Meta, events: Se
 
 
 def encoder(parsed: Parsed[ChatRequest, ResponsesOptions], meta: Meta) -> ResponsesStream:
-    return ResponsesStream(parsed.options.echo, meta)
+    return ResponsesStream(parsed.options.echo, meta, keep=parsed.background)
 
 
 def render_count(parsed: Parsed[ChatRequest, ResponsesOptions], count: int) -> dict[str, Any]:
@@ -349,32 +348,6 @@ async def record(parsed: Parsed[ChatRequest, ResponsesOptions], response: Any, s
     await store.put(key, {"response": response, "input_items": items})
 
 
-async def _stored(ctx: InfoContext, store: StateStore) -> dict[str, Any]:
-    key = ctx.params["response_id"]
-    stored = await store.get(key)
-    if stored is None:
-        raise ResponseNotFound(f"No response with id '{key}' found.")
-    return stored
-
-
-async def _retrieve(ctx: InfoContext, store: StateStore) -> Reply:
-    return 200, (await _stored(ctx, store))["response"]
-
-
-async def _input_items(ctx: InfoContext, store: StateStore) -> Reply:
-    """Newest first, the API's default order, on one page."""
-    items = list(reversed((await _stored(ctx, store))["input_items"]))
-    first, last = (items[0]["id"], items[-1]["id"]) if items else (None, None)
-    return 200, {"object": "list", "data": items, "first_id": first, "last_id": last, "has_more": False}
-
-
-async def _delete(ctx: InfoContext, store: StateStore) -> Reply:
-    key = ctx.params["response_id"]
-    if not await store.delete(key):
-        raise ResponseNotFound(f"No response with id '{key}' found.")
-    return 200, {"id": key, "object": "response", "deleted": True}
-
-
 ROUTES = (
     GenerateRoute(
         path="/responses",
@@ -384,9 +357,11 @@ ROUTES = (
         resolve=resolve,
         record=record,
         body=ResponsesBody,
+        detached=Detached(encoder=encoder, frames=frames),
     ),
     CountRoute(path="/responses/input_tokens", parse=parse_count, render=render_count, resolve=resolve, body=CountBody),
-    StateRoute(path="/responses/{response_id}/input_items", handle=_input_items),
-    StateRoute(path="/responses/{response_id}", handle=_retrieve),
-    StateRoute(path="/responses/{response_id}", handle=_delete, methods=("DELETE",)),
+    StateRoute(path="/responses/{response_id}/input_items", handle=input_items),
+    StateRoute(path="/responses/{response_id}", handle=retrieve),
+    StateRoute(path="/responses/{response_id}", handle=delete, methods=("DELETE",)),
+    StateRoute(path="/responses/{response_id}/cancel", handle=cancel, methods=("POST",)),
 )

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from ...core.errors import InternalError
 from .cache_reading import CacheReader
-from .jobs import END, Backend, BatchToken, Job
+from .jobs import END, Backend, BatchToken, Gate, Job
 from .prompt_cache import PromptCache, common_prefix
 
 __all__ = ["END", "Scheduler", "Slot"]
@@ -55,6 +55,7 @@ class Scheduler:
     ) -> None:
         self._backend = backend
         self.cache = cache
+        self.gate: Gate | None = None  # set where the model has LoRA adapters
         self.slots = [Slot(i) for i in range(slots)]
         self._reader = CacheReader(backend, self.slots, cache)
         self._batch = max(batch, slots)
@@ -152,8 +153,8 @@ class Scheduler:
                 self._close(job)
                 continue
             free = [slot for slot in self.slots if slot.job is None]
-            if not free:
-                break
+            if not free or (self.gate is not None and not self.gate.admits(job, bool(self._active), self.slots)):
+                break  # FIFO: a job of another adapter setting waits for the running ones to finish
             self._queue.popleft()
             self._place(job, free)
             admitted = True

@@ -58,6 +58,7 @@ class Output:
     shown: bool = True
     budget: int | None = None
     closing: Callable[[], list[int]] = list
+    ends: tuple[str, ...] = ()  # text that ends the output as a stop does, reported as an end of turn
 
 
 class _Feed:
@@ -83,8 +84,15 @@ class TokenChoice:
     """One choice on one prompt: `begin` once the prompt is read, then `step` per token."""
 
     def __init__(
-        self, model: Model, decoder: Decoder, prompt: list[int], sampling: Sampling, output: Output, *,
-        wrap: Wrap, tally: Tally,
+        self,
+        model: Model,
+        decoder: Decoder,
+        prompt: list[int],
+        sampling: Sampling,
+        output: Output,
+        *,
+        wrap: Wrap,
+        tally: Tally,
     ) -> None:
         self._model = model
         self._decoder = decoder
@@ -92,7 +100,7 @@ class TokenChoice:
         self.sampling = sampling
         self.output = output
         self.utf8 = codecs.getincrementaldecoder("utf-8")("replace")
-        self.stops = StopMatcher(output.params.stop)
+        self.stops = StopMatcher(output.params.stop + output.ends)
         self.reasoned = Reasoned()
         self.produced = 0
         self.cached = 0
@@ -143,9 +151,15 @@ class TokenChoice:
         remaining = out.limit - self.produced
         if remaining <= 0:  # no room for even one token
             return self._finish([], "length"), None
-        token = sampling.force(self._closing.pop(0)) if self._closing else sampling.sample(row, self._decoder.context, remaining)
+        token = (
+            sampling.force(self._closing.pop(0))
+            if self._closing
+            else sampling.sample(row, self._decoder.context, remaining)
+        )
         if model.is_end(token):
-            return self._finish([], "length" if sampling.cut else "stop"), None  # closed early for its budget: still cut
+            return self._finish(
+                [], "length" if sampling.cut else "stop"
+            ), None  # closed early for its budget: still cut
         self.produced += 1
         self._tally.tokens += 1
         piece = sampling.piece(token)
@@ -206,5 +220,6 @@ class TokenChoice:
             cached_tokens=self.cached if out.count_prompt else 0,
             reasoning_tokens=self.reasoned.tokens,
         )
-        events.append(Finish(reason, usage, index=out.index, stop_sequence=self.stops.matched))
+        stopped = self.stops.matched if self.stops.matched in out.params.stop else None
+        events.append(Finish(reason, usage, index=out.index, stop_sequence=stopped))
         return events

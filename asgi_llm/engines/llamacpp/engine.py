@@ -13,11 +13,13 @@ from ...config import ModelConfig
 from ...core.engine import EngineHealth
 from ...core.errors import ContextOverflow, ModelNotReady, Overloaded
 from ...core.events import EmbeddingResult, EngineEvent
+from ...core.ranking import RerankKind, RerankRequest, RerankResult
 from ...core.requests import EmbeddingRequest, GenerationRequest
 from ..inference_thread import Channel, InferenceThread
 from ..memory_estimate import MemoryEstimate
 from .choice import Tally
 from .jobs import END, Ticket
+from .lora import AdapterDefaults
 from .native import backend_info
 from .prompt_bound import at_least
 from .runtime import Runtime
@@ -42,6 +44,9 @@ class LlamaCppEngine:
         self._tally = Tally()
         self._requests = OpenRequests()
         self._watchdog: Watchdog | None = None
+        self.rerank_kind: RerankKind = "rank" if config.rerank else "judge"
+        self.lora = AdapterDefaults(config)
+        """Its adapters' default scales: kept across restarts in place, read by each request."""
 
     @property
     def supports_embeddings(self) -> bool:
@@ -87,21 +92,22 @@ class LlamaCppEngine:
             "parallel": self.config.parallel,
             "n_gpu_layers": self.config.n_gpu_layers,
             "n_threads": self.config.threads,
-            "threads_now": self._threads_now(),
+            "threads_now": governed.threads
+            if (governed := runtime.decoder.threads) is not None
+            else self.config.threads,
+            "sequences": {"busy": len(runtime.scheduler.slots) - (free := runtime.scheduler.free_slots), "free": free},
             **({"memory": runtime.memory.as_dict()} if runtime.memory is not None else {}),
         }
 
-    def _threads_now(self) -> int:
-        """What decoding runs on now: fewer than `n_threads` while other work crowds the cores."""
-        governed = self.runtime.decoder.threads if self.runtime is not None else None
-        return governed.threads if governed is not None else self.config.threads
-
     async def load(self) -> None:
-        self.runtime = runtime = await self._thread.call(lambda: Runtime(self.config, self._loading, self._tally))
+        self.runtime = runtime = await self._thread.call(
+            lambda: Runtime(self.config, self._loading, self._tally, self.lora)
+        )
         log.info("loaded %s: %s", self.config.id, self.describe())
         if self.config.n_gpu_layers and not backend_info()["gpu_offload"]:
             log.warning(
-                "n_gpu_layers=%s asked for, but this llama-cpp-python build has no GPU offload", self.config.n_gpu_layers
+                "n_gpu_layers=%s asked for, but this llama-cpp-python build has no GPU offload",
+                self.config.n_gpu_layers,
             )
         await self._thread.attach(runtime)
 
@@ -130,12 +136,32 @@ class LlamaCppEngine:
         size = min(runtime.context_length, 2048)  # the Embedder's context
         if not request.truncate:
             for i, item in enumerate(request.inputs):
-                if isinstance(item, str) and (surely := at_least(len(item), limit=size, longest=runtime.model.longest_piece)):
+                if isinstance(item, str) and (
+                    surely := at_least(len(item), limit=size, longest=runtime.model.longest_piece)
+                ):
                     raise ContextOverflow(
                         f"Input {i} is at least {surely.tokens} tokens; this model embeds at most {size}.",
                         param="input",
                     )
         return await self._thread.call(lambda: runtime.embed(request))
+
+    async def rerank(self, request: RerankRequest) -> RerankResult:
+        """By rank pooling, at once on the inference thread; or judged, one job per document
+        through the scheduler, which queues them like any request's choices."""
+        runtime = self._serving()
+        if self.rerank_kind == "rank":
+            return await self._thread.call(lambda: runtime.reranker.rank(request))
+        channel: Channel[object] = self._thread.channel(asyncio.get_running_loop())
+        ticket = Ticket(channel.send, choices=0)
+        with self._requests.holding(ticket, channel):
+            verdicts, waits = await self._thread.call(lambda: runtime.reranker.judge(request, ticket))
+            if waits:
+                async for _ in waiting(channel, ticket, timeout=self.config.queue_timeout, model=self.config.id):
+                    pass
+            async for _ in channel.until(END):
+                pass
+        scores = tuple(v.score if v.score is not None else 0.0 for v in verdicts)
+        return RerankResult(scores, sum(v.prompt_tokens for v in verdicts))
 
     async def count_tokens(self, request: GenerationRequest) -> int:
         runtime = self._serving()
@@ -157,7 +183,7 @@ class LlamaCppEngine:
     async def _generate(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
         runtime = self._serving()
         runtime.prompts.refuse_surely_too_long(request)
-        if self._queue_full(runtime):
+        if self.waiting + 1 > self.config.max_queue + runtime.scheduler.free_slots:  # a snapshot: free ones go first
             raise Overloaded("Too many requests are waiting for this model; retry shortly.")
         channel: Channel[object] = self._thread.channel(asyncio.get_running_loop())
         ticket = Ticket(channel.send, choices=0)
@@ -167,11 +193,6 @@ class LlamaCppEngine:
                     yield beat
             async for item in channel.until(END):
                 yield item  # type: ignore[misc]
-
-    def _queue_full(self, runtime: Runtime) -> bool:
-        """Whether a request arriving now would wait behind `max_queue` others (a snapshot: the
-        free sequences take the first of those waiting)."""
-        return self.waiting + 1 > self.config.max_queue + runtime.scheduler.free_slots
 
     def _loading(self, fraction: float) -> None:
         self.progress = fraction

@@ -16,7 +16,7 @@ from ...core.events import EngineEvent, GenerationEvent
 if TYPE_CHECKING:
     from .batching import Slot
 
-__all__ = ["END", "Backend", "BatchToken", "Choice", "Job", "Ticket", "Turn"]
+__all__ = ["END", "Backend", "BatchToken", "Choice", "Gate", "Job", "Ticket", "Turn"]
 
 END = object()  # sent to a ticket when all of its choices have finished
 
@@ -107,3 +107,14 @@ class Job:
     pending: list[int] = field(default_factory=list)  # prompt tokens still to decode
     leader: Job | None = None  # a choice of the same prompt whose reading this one will copy
     followers: list[Job] = field(default_factory=list)
+    setting: tuple[float, ...] = ()  # its LoRA adapters' scales: jobs of one decode share them
+
+
+class Gate(Protocol):
+    """Which waiting job may join the running ones: llama.cpp sets LoRA adapters per context, not
+    per sequence, so one decode serves one adapter setting (lora.py)."""
+
+    def admits(self, job: Job, running: bool, slots: Sequence[Slot]) -> bool:
+        """Whether `job` may take a slot now. With nothing `running` it always may: the context
+        switches to its setting, and every slot's cache, computed under the old one, is dropped."""
+        ...

@@ -203,9 +203,7 @@ def new_context(model: Model, config: ModelConfig, *, sequences: int) -> Any:
     return internals.LlamaContext(model=model.native, params=params, verbose=True)
 
 
-def new_single_context(
-    model: Model, config: ModelConfig, *, size: int, batch: int, pooling: int | None = None
-) -> Any:
+def new_single_context(model: Model, config: ModelConfig, *, size: int, batch: int, pooling: int | None = None) -> Any:
     """A one-sequence context of `size` positions beside the batched one, decoding `batch`
     tokens at a time: for embeddings (pooled outputs, with `pooling`) or for reading a prompt's
     own logprobs."""

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from ...config import ModelConfig
 from ...core.errors import ContextOverflow, InvalidRequest, Unsupported
 from ...core.requests import ChatRequest, GenerationRequest, Message, SamplingParams
+from ...core.templates import template_in_use
 from ..decoding.constraints import offers_tools
 from ..decoding.reasoning import ReasoningSplitter
 from ..decoding.tool_calls import with_tools_note
-from .chat_template import CHATML, ChatTemplate
+from .chat_template import ChatTemplate
 from .native import Model
 from .prompt_bound import TooLong, at_least, bounded_tokens
 from .sampling import Sampling
@@ -40,8 +41,11 @@ class Prompts:
         self._model = model
         self._config = config
         self.context_length = context_length
-        source = config.chat_template or model.metadata.get("tokenizer.chat_template") or CHATML
-        self.template = ChatTemplate(source, bos_token=model.token_text(model.bos), eos_token=model.token_text(model.eos))
+        self.used = template_in_use(config.chat_template, model.metadata)
+        source = self.used.source
+        self.template = ChatTemplate(
+            source, bos_token=model.token_text(model.bos), eos_token=model.token_text(model.eos)
+        )
         thinks = THINK[0] in source or self._one_token(THINK[0])
         self.facts = TemplateFacts(has_tools="tools" in source, thinks=thinks, switch="enable_thinking" in source)
 

@@ -25,10 +25,12 @@ from .buffers import measured_memory
 from .choice import Output, Tally, TokenChoice
 from .embedding import Embedder
 from .jobs import BatchToken, Job, Ticket
+from .lora import AdapterDefaults, AdapterGate, LoadedAdapters, Setting
 from .native import Decoder, Model, llama_log_lines, new_context, new_single_context
 from .prompt_cache import PromptCache
 from .prompts import THINK, Prompts
-from .sampling import Sampling, checked_grammar, logprob, readable
+from .reranking import Reranker
+from .sampling import Sampling, accepted_grammar, checked_grammar, logprob, readable
 from .threads import GovernedThreads
 
 __all__ = ["Runtime"]
@@ -41,8 +43,11 @@ _MakeChoice = Callable[[list[int], int, str | None, bool], TokenChoice]
 class Runtime:
     """Loads at construction; `close` lets everything go."""
 
-    def __init__(self, config: ModelConfig, progress: Callable[[float], None], tally: Tally) -> None:
+    def __init__(
+        self, config: ModelConfig, progress: Callable[[float], None], tally: Tally, lora: AdapterDefaults | None = None
+    ) -> None:
         self.config = config
+        self.lora = lora or AdapterDefaults(config)  # kept across restarts in place
         self._progress = progress
         self.tally = tally
         self.restarts = 0
@@ -54,6 +59,7 @@ class Runtime:
         cfg = self.config
         with llama_log_lines() as lines:
             self.model = model = Model(cfg, self._progress)
+            self.adapters = LoadedAdapters(model.native.model, cfg) if cfg.lora else None
             context = new_context(model, cfg, sequences=cfg.parallel)
         measured = measured_memory(lines)
         self.memory = replace(measured, prompt_cache=prompt_cache_bytes(cfg)) if measured is not None else None
@@ -65,7 +71,20 @@ class Runtime:
         self.scheduler = Scheduler(
             self.decoder, slots=cfg.parallel, batch=self.decoder.capacity, chunk=cfg.prefill_chunk, cache=self.cache
         )
+        if (adapters := self.adapters) is not None:
+            self.scheduler.gate = AdapterGate(
+                self.decoder, self.cache, lambda setting: adapters.apply(context.ctx, setting)
+            )
         self.prompts = Prompts(model, cfg, self.decoder.per_sequence)
+        self.reranker = Reranker(model, cfg, self.prompts, self.scheduler, self.decoder, lambda: self.lora.scales)
+        if self.prompts.used.fallback and not self.restarts:
+            log.warning(
+                "model %s: its GGUF has no chat template, so chats are formatted with the %s fallback and end at %r; "
+                "set `chat_template` in its config for the model's own format",
+                cfg.id,
+                self.prompts.used.name,
+                self.prompts.used.end,
+            )
         self._markers = self._control_markers(tuple(MARKERS))
         self._think_tokens = self._control_markers(THINK) if self.prompts.facts.thinks else {}
         self.embedder: Embedder | None = None
@@ -76,6 +95,7 @@ class Runtime:
         self.decoder.close()
         if self.embedder is not None:
             self.embedder.close()
+        self.reranker.close()
         self.model.close()
 
     def restart(self, why: str) -> None:
@@ -117,6 +137,7 @@ class Runtime:
         """Check the request and queue one job per choice; request errors raise here, before any
         event. True when it waits for a free sequence."""
         self.usable()
+        setting = self.lora.setting(request.adapters)
         self.prompts.check_bias(request.sampling)
         constraint = constraint_for(request)
         prompts = self.prompts.of(request)  # first: a prompt that cannot fit costs no grammar
@@ -128,7 +149,7 @@ class Runtime:
             group = object()
             for j in range(request.n):
                 choice = make(tokens, p * request.n + j, echo, j == 0)
-                jobs.append(Job(ticket, tokens, choice, group=group))
+                jobs.append(Job(ticket, tokens, choice, group=group, setting=setting))
         ticket.open = len(jobs)
         return self.scheduler.submit(jobs)
 
@@ -136,28 +157,55 @@ class Runtime:
         """Makes each choice of `request` (its prompt, index, echo, and whether it reports the
         prompt), sharing what its choices have in common."""
         model, params = self.model, constraint.sampling
-        grammar = checked_grammar(model, constraint.schema, constraint.param) if constraint.schema is not None else None
+        grammar = self._grammar(constraint)
         shape = readable(grammar) if grammar is not None else None
         lazy = self._lazy(constraint.lazy) if constraint.lazy is not None else None
         chat = request if isinstance(request, ChatRequest) else None
         shown = chat is None or self.prompts.thinking(chat) is not False
         budget = chat.reasoning.budget if chat is not None and chat.reasoning is not None else None
+        setting = self.lora.setting(request.adapters)
+        end = self.prompts.used.end
+        ends = (end,) if end is not None and chat is not None and not constraint.held else ()  # a grammar ends it
 
         def choice(tokens: list[int], index: int, echo: str | None, first: bool) -> TokenChoice:
-            read = self._prompt_logprobs(tokens, params.top_logprobs) if echo and params.logprobs else ()
+            read = self._prompt_logprobs(tokens, params.top_logprobs, setting) if echo and params.logprobs else ()
             sampling = Sampling(
-                model, self.decoder.logits, params, index, grammar=grammar, shape=shape, distinct=constraint.distinct,
-                lazy=lazy, control_pieces=self._think_tokens, call_markers=self._markers,
+                model,
+                self.decoder.logits,
+                params,
+                index,
+                grammar=grammar,
+                shape=shape,
+                distinct=constraint.distinct,
+                lazy=lazy,
+                control_pieces=self._think_tokens,
+                call_markers=self._markers,
             )
             self.prompts.check_room(sampling, request.sampling)
             output = Output(
-                index, params, self.prompts.limit(tokens, params), count_prompt=first, echo=echo, echo_logprobs=read,
-                splitter=self.prompts.splitter(tokens) if constraint.schema is None else None,  # a grammar holds it all
-                shown=shown, budget=budget, closing=lambda: model.tokenize(f"{THINK[1]}\n\n", add_bos=False),
+                index,
+                params,
+                self.prompts.limit(tokens, params),
+                count_prompt=first,
+                echo=echo,
+                echo_logprobs=read,
+                splitter=self.prompts.splitter(tokens) if not constraint.held else None,  # a grammar holds it all
+                shown=shown,
+                budget=budget,
+                closing=lambda: model.tokenize(f"{THINK[1]}\n\n", add_bos=False),
+                ends=ends,
             )
             return TokenChoice(model, self.decoder, tokens, sampling, output, wrap=constraint.wrap, tally=self.tally)
 
         return choice
+
+    def _grammar(self, constraint: Constraint) -> str | None:
+        """The GBNF text that holds the whole output (a client's own, or built from its schema), if any."""
+        if constraint.gbnf is not None:
+            return accepted_grammar(self.model, constraint.gbnf, constraint.param)
+        if constraint.schema is not None:
+            return checked_grammar(self.model, constraint.schema, constraint.param)
+        return None
 
     def usable(self) -> None:
         if self.failed is not None:
@@ -175,7 +223,7 @@ class Runtime:
             self.memory = _plus(self.memory, measured_memory(lines))
         return self.embedder.embed(request, self.prompts.checked_ids)
 
-    def _prompt_logprobs(self, tokens: list[int], top_n: int) -> tuple[TokenLogprob, ...]:
+    def _prompt_logprobs(self, tokens: list[int], top_n: int, setting: Setting) -> tuple[TokenLogprob, ...]:
         """Each prompt token's logprob given the tokens before it (the first has none; a BOS the
         tokenizer added is not shown), read in a context of its own, a chunk at a time: what an
         echoed completion reports, as scoring tools need."""
@@ -184,6 +232,8 @@ class Runtime:
         first = model.piece(tokens[0])
         read = [] if added_bos else [TokenLogprob(first.decode("utf-8", "replace"), None, first)]
         decoder = Decoder(new_single_context(model, self.config, size=len(tokens), batch=min(len(tokens), 256)))
+        if self.adapters is not None:  # the request's adapters, as its output is decoded with
+            self.adapters.apply(decoder.context.ctx, setting)
         try:
             for start in range(0, len(tokens) - 1, decoder.capacity):
                 part = tokens[start : start + decoder.capacity]
@@ -217,7 +267,11 @@ class Runtime:
     def describe(self) -> dict[str, Any]:
         described: dict[str, Any] = {"n_ctx": self.context_length, "n_params": self.model.n_params()}
         if self.cache is not None:
-            described["prompt_cache"] = {"prompts": len(self.cache), "bytes": self.cache.size, "budget": self.cache.budget}
+            described["prompt_cache"] = {
+                "prompts": len(self.cache),
+                "bytes": self.cache.size,
+                "budget": self.cache.budget,
+            }
         return described
 
 

@@ -4,7 +4,6 @@ is held to one, and the logprobs a client asked for. On the inference thread onl
 from __future__ import annotations
 
 import ctypes
-import json
 import logging
 import math
 import random
@@ -15,7 +14,6 @@ from typing import Any
 import llama_cpp
 import numpy as np
 from llama_cpp import _internals
-from llama_cpp.llama_grammar import json_schema_to_gbnf
 
 from ...core.errors import InternalError, Unsupported
 from ...core.events import TokenLogprob, TopLogprob
@@ -23,13 +21,14 @@ from ...core.requests import SamplingParams
 from ..decoding.closing import Closer
 from ..decoding.constraints import LazyCalls
 from ..decoding.gbnf import Grammar, GrammarError, parse
-from ..decoding.grammar import Schema, harden
+from ..decoding.grammar import Schema
+from ..decoding.schema_gbnf import schema_gbnf
 from ..decoding.tool_calls import JsonValues, canonical_json
 from ..decoding.tool_detect import CallDetector, call_level, trigger_grammar
 from .native import Model
 from .picks import PENALTY_WINDOW, bounded, fast_pick, penalized, top_k
 
-__all__ = ["Sampling", "checked_grammar", "logprob", "readable", "spelling"]
+__all__ = ["Sampling", "accepted_grammar", "checked_grammar", "logprob", "readable", "spelling"]
 
 log = logging.getLogger("asgi_llm.engine")
 internals: Any = _internals  # untyped; only its sampler chain is used
@@ -38,17 +37,23 @@ Logits = Callable[[int], Any]  # batch row -> the ctypes float pointer of its lo
 
 
 def checked_grammar(model: Model, schema: Schema, param: str) -> str:
-    """The grammar for `schema` (llama.cpp's own converter, on a schema `grammar.enforceable` has
-    rewritten), parsed once by llama.cpp here so a failure is a 400, not a crash later."""
+    """The grammar for `schema` (our converter, on a schema `grammar.enforceable` has rewritten),
+    parsed once by llama.cpp here so a failure is a 400, not a crash later."""
     try:
-        gbnf = harden(json_schema_to_gbnf(json.dumps(schema)))
-    except Exception:  # it asserts on what it cannot express; `enforceable` should have said so first
+        gbnf = schema_gbnf(schema)
+    except Exception:  # `enforceable` tried each automaton already; this is a bug, refused, not a crash
         log.warning("the grammar converter failed on a checked schema for %s", param, exc_info=True)
         raise Unsupported(f"The schema in '{param}' cannot be enforced while decoding.", param=param) from None
+    return accepted_grammar(model, gbnf, param, f"The schema in '{param}' cannot be enforced while decoding.")
+
+
+def accepted_grammar(model: Model, gbnf: str, param: str, refusal: str = "") -> str:
+    """`gbnf`, once llama.cpp has built a sampler from it (a client's own grammar was read by
+    `client_grammar` first, as strictly as llama.cpp reads it)."""
     sampler = llama_cpp.llama_sampler_init_grammar(model.vocab, gbnf.encode("utf-8"), b"root")
     if not sampler:
-        log.warning("llama.cpp rejected the grammar built for %s", param)
-        raise Unsupported(f"The schema in '{param}' cannot be enforced while decoding.", param=param)
+        log.warning("llama.cpp rejected the grammar for %s", param)
+        raise Unsupported(refusal or f"llama.cpp cannot build the grammar in '{param}'.", param=param)
     llama_cpp.llama_sampler_free(sampler)
     return gbnf
 

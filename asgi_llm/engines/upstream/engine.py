@@ -1,5 +1,5 @@
 """A model served by an OpenAI-compatible upstream over HTTP: llama.cpp's server, vLLM, a cloud
-provider, another asgi-llm. The only module that imports `httpx`.
+provider, another asgi-llm. With `discovery.py`, the only modules that import `httpx`.
 
 Core requests go out as streamed chat completions / completions and embeddings (`wire.py`); the
 upstream's SSE comes back as core events (`reading.py`, `stream.py`), its errors as core errors
@@ -21,7 +21,6 @@ import contextlib
 import logging
 import os
 import time
-import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
@@ -29,30 +28,32 @@ import anyio
 import httpx
 from pydantic import SecretStr
 
-from ...config import ModelConfig, Settings
+from ...config import ModelConfig
 from ...core.engine import EngineHealth, Tokenizer
-from ...core.errors import BadGateway, GatewayTimeout, LLMError, ModelNotReady, Unavailable, Unsupported
-from ...core.events import EmbeddingResult, GenerationEvent
+from ...core.errors import BadGateway, GatewayTimeout, LLMError, Unavailable, Unsupported
+from ...core.events import EmbeddingResult, EngineEvent
 from ...core.memory import MemoryEstimate
+from ...core.ranking import LoraAdapters, RerankKind, RerankRequest, RerankResult
 from ...core.requests import CompletionRequest, EmbeddingRequest, GenerationRequest
+from .discovery import discover, discover_settings, list_models
 from .errors import error_from_response, retryable, scrub
+from .prompt_size import PromptSizer
 from .reading import ENDED, chunks, decoded, embeddings, next_chunk, prepend
 from .replicas import Replica, ReplicaSet
-from .stream import ChunkTranslator, usage_of
+from .stream import translator_for, usage_of
+from .tracing import upstream_call
 from .wire import (
-    UpstreamModel,
     chat_body,
     chat_from_completion,
-    choice_count,
     count_body,
     embedding_body,
     estimate_prompt_tokens,
     generation_body,
     generation_path,
-    model_list,
 )
 
 __all__ = ["UpstreamEngine", "discover", "discover_settings", "list_models"]
+
 
 log = logging.getLogger("asgi_llm.upstream")
 
@@ -84,12 +85,15 @@ class UpstreamEngine:
         }  # credentials out of URLs (and logs)
         self._given_urls = config.upstream_urls
         self.replicas = ReplicaSet(list(self._auth), interval=interval, max_backoff=3 * max(interval, 1.0))
+        self._sizer = PromptSizer(self._model, 2 * config.connect_timeout)  # a prompt's size, asked first
         self._client: httpx.AsyncClient | None = None
         self._watch: asyncio.Task[None] | None = None
         self._context: int | None = None
         self.progress = 0.0  # no weights to read here: its load opens connections and checks the replicas
         self.waiting = 0  # requests queue at the upstream, not here
         self.memory: MemoryEstimate | None = None  # the model is held by the upstream, not in this process
+        self.rerank_kind: RerankKind | None = None  # no standard OpenAI endpoint reranks
+        self.lora: LoraAdapters | None = None  # adapters are the upstream's business
 
     @property
     def supports_embeddings(self) -> bool:
@@ -125,7 +129,7 @@ class UpstreamEngine:
             await self._client.aclose()
         self._client = self._watch = None
 
-    def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
+    def generate(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
         return self._generate(request)
 
     async def embed(self, request: EmbeddingRequest) -> EmbeddingResult:
@@ -143,6 +147,9 @@ class UpstreamEngine:
             return usage_of(usage).prompt_tokens
         return estimate_prompt_tokens(request)
 
+    async def rerank(self, request: RerankRequest) -> RerankResult:
+        raise Unsupported(f"The model '{self.config.id}' is served upstream and cannot rerank here.", param="model")
+
     def tokenizer(self) -> Tokenizer:
         """No standard OpenAI endpoint tokenizes, so none is guessed at: refused, naming the routes."""
         raise Unsupported(
@@ -153,7 +160,11 @@ class UpstreamEngine:
 
     # -- generation ------------------------------------------------------------------
 
-    async def _generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
+    async def _generate(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
+        if request.adapters is not None:
+            raise Unsupported(
+                f"The model '{self.config.id}' is served upstream; 'lora' is not passed on.", param="lora"
+            )
         try:
             stream = await self._open(generation_path(request), generation_body(request, self._model), request)
         except _NotFound:
@@ -168,7 +179,7 @@ class UpstreamEngine:
 
     async def _open(
         self, path: str, body: dict[str, Any], request: GenerationRequest
-    ) -> AsyncGenerator[list[GenerationEvent], None]:
+    ) -> AsyncGenerator[list[EngineEvent], None]:
         """The stream from the first replica that produces a first event, with that event's batch
         ready; replicas that fail before it are marked and skipped."""
         last: LLMError = Unavailable("The upstream server cannot be reached; retry shortly.")
@@ -197,23 +208,22 @@ class UpstreamEngine:
 
     async def _attempt(
         self, replica: Replica, path: str, body: dict[str, Any], request: GenerationRequest
-    ) -> AsyncGenerator[list[GenerationEvent], None]:
+    ) -> AsyncGenerator[list[EngineEvent], None]:
         """One replica's stream as batches of events (one batch per chunk that made any). Failures
         before the first batch raise `_Retry`; after it, core errors."""
         assert self._client is not None, "the engine is not loaded"
         self.replicas.acquire(replica)
         started = False
         try:
-            async with _stream(self._client, replica.url + path, body, self._auth[replica.url]) as response:
+            prompt = await self._sizer.size(self._client, replica.url, self._auth[replica.url], request)
+            call, url = upstream_call(self._model, replica.url, path), replica.url + path
+            async with call as trace, _stream(self._client, url, body, self._auth[replica.url], trace) as response:
                 if response.status_code != 200:
                     raise await self._refusal(response, path)
-                estimate = estimate_prompt_tokens(request)
-                translator = ChunkTranslator(
-                    choice_count(request), request_id=uuid.uuid4().hex[:12], prompt_estimate=estimate
-                )
+                translator = translator_for(request, prompt)
                 done = False
                 async with contextlib.aclosing(chunks(response.aiter_lines(), secrets=self._secrets())) as read:
-                    while not done:
+                    while not (done or translator.cut):  # cut: past a stop sequence, the rest is not wanted
                         chunk = await next_chunk(read, idle_timeout=self.config.idle_timeout if started else None)
                         done = chunk is None
                         if chunk is ENDED:
@@ -325,9 +335,9 @@ def _basic_auth(url: str) -> httpx.BasicAuth | None:
 
 @contextlib.asynccontextmanager
 async def _stream(
-    client: httpx.AsyncClient, url: str, body: dict[str, Any], auth: httpx.BasicAuth | None
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], auth: httpx.BasicAuth | None, trace: dict[str, str]
 ) -> AsyncIterator[httpx.Response]:
-    request = client.build_request("POST", url, json=body, headers={"accept": "text/event-stream"})
+    request = client.build_request("POST", url, json=body, headers={"accept": "text/event-stream", **trace})
     response = await client.send(request, stream=True, auth=auth)
     try:
         yield response
@@ -342,53 +352,3 @@ def _transport_error(exc: httpx.TransportError, secrets: list[str]) -> LLMError:
     if isinstance(exc, httpx.TimeoutException):
         return GatewayTimeout("The upstream server did not answer in time.")
     return BadGateway("The upstream server closed the connection.")
-
-
-async def list_models(base_url: str, *, api_key: str | None = None, timeout: float = 10.0) -> list[UpstreamModel]:
-    """The models an upstream lists at `GET {base_url}/models`."""
-    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
-    async with httpx.AsyncClient(headers=headers, timeout=timeout, trust_env=False) as client:
-        try:
-            response = await client.get(base_url.rstrip("/") + "/models")
-        except httpx.HTTPError:
-            raise Unavailable("The upstream server cannot be reached to list its models.") from None
-    if response.status_code != 200:
-        raise BadGateway(f"The upstream server answered {response.status_code} when asked for its models.")
-    return model_list(response.json())
-
-
-async def discover(config: ModelConfig, *, environ: Mapping[str, str] | None = None) -> list[ModelConfig]:
-    """One model per model the upstream lists, for a config with `discover = true`: the id is
-    `prefix` + the upstream's name, every other setting (replicas, key, timeouts) shared. The first
-    replica that answers is asked. A config without `discover` comes back as it is."""
-    if not config.is_upstream or not config.discover:
-        return [config]
-    env = os.environ if environ is None else environ
-    key = env.get(config.api_key_env) if config.api_key_env else None
-    last: LLMError = ModelNotReady("The upstream lists no models.")
-    for url in config.upstream_urls:
-        try:
-            models = await list_models(url, api_key=key, timeout=config.connect_timeout * 2)
-        except LLMError as error:
-            last = error
-            continue
-        return [_discovered(config, model) for model in models]
-    raise last
-
-
-def _discovered(config: ModelConfig, model: UpstreamModel) -> ModelConfig:
-    data = config.model_dump()
-    data.update(id=config.prefix + model.id, upstream_model=model.id, aliases=(), discover=False, prefix="")
-    if model.context_length:
-        data["n_ctx"] = model.context_length
-    return ModelConfig.model_validate(data)
-
-
-async def discover_settings(settings: Settings, *, environ: Mapping[str, str] | None = None) -> Settings:
-    """`settings` with each `discover = true` model replaced by the models its upstream lists.
-    The pool runs it at every start (the app's lifespan); `asgi-llm serve` also runs it first, to
-    exit with a clear message when the upstream can't be asked."""
-    if not any(m.is_upstream and m.discover for m in settings.models):
-        return settings
-    models = [found for config in settings.models for found in await discover(config, environ=environ)]
-    return Settings.model_validate({**settings.model_dump(), "models": [m.model_dump() for m in models]})

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 
 from ...core.errors import BadGateway, GatewayTimeout
-from ...core.events import Embedding, EmbeddingResult, GenerationEvent
+from ...core.events import Embedding, EmbeddingResult, EngineEvent
 from .errors import error_from_body
 from .stream import SSEDecoder, usage_of
 
@@ -79,8 +79,8 @@ def embeddings(body: Mapping[str, Any], sizes: list[int]) -> EmbeddingResult:
 
 
 async def prepend(
-    first: list[GenerationEvent], rest: AsyncGenerator[list[GenerationEvent], None]
-) -> AsyncGenerator[list[GenerationEvent], None]:
+    first: list[EngineEvent], rest: AsyncGenerator[list[EngineEvent], None]
+) -> AsyncGenerator[list[EngineEvent], None]:
     """`first`, then the batches of `rest` (closed with this generator)."""
     async with contextlib.aclosing(rest):
         yield first

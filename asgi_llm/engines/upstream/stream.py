@@ -9,18 +9,27 @@ choice finishes. Each choice's `Finish` waits for the end of the stream, where t
 the core's convention has it. An upstream that reports no usage gets an estimate: the prompt
 from its text, each choice's output as one token per content chunk (llama.cpp-family servers
 send one chunk per token).
+
+Stop sequences are matched here, on the text as it arrives (the upstream is not sent them: its
+`finish_reason` would not say which one matched, nor whether one did); a choice that meets one
+ends there, with that stop on its `Finish`. A stream that must open with the prompt's size gets
+`PromptRead` before its first event: the size counted beforehand, or else the first usage
+chunk's, everything held back until it comes.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ...core.events import (
+    EngineEvent,
     Finish,
     FinishReason,
     GenerationEvent,
+    PromptRead,
     ReasoningDelta,
     TextDelta,
     TokenLogprob,
@@ -30,9 +39,12 @@ from ...core.events import (
     TopLogprob,
     Usage,
 )
+from ...core.requests import ChatRequest, GenerationRequest
 from ..decoding.reasoning import ReasoningSplitter
+from ..decoding.stops import StopMatcher
+from .wire import choice_count, estimate_prompt_tokens
 
-__all__ = ["ChunkTranslator", "SSEDecoder", "usage_of"]
+__all__ = ["ChunkTranslator", "SSEDecoder", "translator_for", "usage_of"]
 
 _REASONS: dict[str, FinishReason] = {
     "stop": "stop",
@@ -81,16 +93,33 @@ class _Choice:
     chunks: int = 0
     reason: str | None = None
     logprobs: list[TokenLogprob] = field(default_factory=list)
+    stops: StopMatcher = field(default_factory=lambda: StopMatcher(()))
+    stopped: str | None = None  # the stop sequence it met here
 
 
 class ChunkTranslator:
     """One request's stream. `feed(chunk)` per decoded chunk; `finish()` once the stream ends."""
 
-    def __init__(self, choices: int, *, request_id: str, prompt_estimate: int) -> None:
+    def __init__(
+        self,
+        choices: int,
+        *,
+        request_id: str,
+        prompt_estimate: int,
+        stops: tuple[str, ...] = (),
+        prompt: int | None = None,
+        hold: bool = False,
+    ) -> None:
+        """`prompt`: the prompt's size, known beforehand (sent first); `hold`: without it, hold
+        the events back until a usage chunk says it."""
         self._expected = choices
         self._rid = request_id
-        self._estimate = prompt_estimate
+        self._estimate = prompt if prompt is not None else prompt_estimate
+        self._stops = stops
         self._choices: dict[int, _Choice] = {}
+        self._opening: list[EngineEvent] = [PromptRead(prompt)] if prompt is not None else []
+        self._hold = hold and prompt is None
+        self._held: list[EngineEvent] = []
         self.usage: Usage | None = None
 
     @property
@@ -98,20 +127,25 @@ class ChunkTranslator:
         """Whether every choice has said why it stopped."""
         return len(self._choices) >= self._expected and all(c.reason for c in self._choices.values())
 
-    def feed(self, chunk: Mapping[str, Any]) -> list[GenerationEvent]:
+    @property
+    def cut(self) -> bool:
+        """Every choice has ended, one at a stop sequence: the upstream's rest is not wanted."""
+        return self.finished and any(c.stopped for c in self._choices.values())
+
+    def feed(self, chunk: Mapping[str, Any]) -> list[EngineEvent]:
         usage = chunk.get("usage")
         if isinstance(usage, Mapping):
             self.usage = usage_of(usage)
-        events: list[GenerationEvent] = []
+        events: list[EngineEvent] = []
         for raw in chunk.get("choices") or ():
             if isinstance(raw, Mapping):
                 events += self._choice(raw)
-        return events
+        return self._release(events, end=False)
 
-    def finish(self) -> list[GenerationEvent]:
-        events: list[GenerationEvent] = []
+    def finish(self) -> list[EngineEvent]:
+        events: list[EngineEvent] = []
         for index in sorted(set(range(self._expected)) | set(self._choices)):
-            choice = self._choices.setdefault(index, _Choice())
+            choice = self._choices.setdefault(index, self._new_choice())
             events += self._flush(index, choice)
         usages = self._usages()
         for index, usage in zip(sorted(self._choices), usages):
@@ -119,7 +153,20 @@ class ChunkTranslator:
             reason = _REASONS.get(choice.reason or "stop", "stop")
             if choice.calls and reason == "stop":
                 reason = "tool_calls"
-            events.append(Finish(reason, usage, index=index))
+            events.append(Finish(reason, usage, index=index, stop_sequence=choice.stopped))
+        return self._release(events, end=True)
+
+    def _release(self, events: list[EngineEvent], *, end: bool) -> list[EngineEvent]:
+        """`events`, after the prompt's size where it goes first; held while it is not known."""
+        if self._hold:
+            self._held += events
+            if self.usage is None and not end:
+                return []
+            self._hold, events, self._held = False, self._held, []
+            usage = self.usage or Usage(self._estimate, 0)
+            self._opening = [PromptRead(usage.prompt_tokens, cached=usage.cached_tokens)]
+        if events and self._opening:
+            events, self._opening = [*self._opening, *events], []
         return events
 
     def _usages(self) -> list[Usage]:
@@ -132,7 +179,9 @@ class ChunkTranslator:
     def _choice(self, raw: Mapping[str, Any]) -> list[GenerationEvent]:
         index = raw.get("index", 0)
         index = index if isinstance(index, int) else 0
-        choice = self._choices.setdefault(index, _Choice())
+        choice = self._choices.setdefault(index, self._new_choice())
+        if choice.stopped is not None:
+            return []  # what the upstream made past a stop sequence
         delta = raw.get("delta")
         delta = delta if isinstance(delta, Mapping) else {}
         events: list[GenerationEvent] = []
@@ -143,6 +192,9 @@ class ChunkTranslator:
         choice.logprobs += _logprobs(raw.get("logprobs"))
         if isinstance(text, str) and text:
             events += self._text(index, choice, text)
+            if choice.stopped is not None:
+                choice.chunks += 1
+                return events
         for call in delta.get("tool_calls") or ():
             if isinstance(call, Mapping):
                 events += self._call(index, choice, call)
@@ -157,10 +209,21 @@ class ChunkTranslator:
     def _text(self, index: int, choice: _Choice, text: str) -> list[GenerationEvent]:
         thought, answer = choice.splitter.feed(text)
         events: list[GenerationEvent] = [ReasoningDelta(thought, index=index)] if thought else []
-        if answer:
+        answer = self._unstopped(choice, choice.stops.feed(answer))
+        if answer or (choice.stopped and choice.logprobs):
             events.append(TextDelta(answer, index=index, logprobs=tuple(choice.logprobs)))
             choice.logprobs = []
         return events
+
+    def _new_choice(self) -> _Choice:
+        return _Choice(stops=StopMatcher(self._stops))
+
+    @staticmethod
+    def _unstopped(choice: _Choice, answer: str) -> str:
+        """`answer` as the stop matcher let it through; a match ends the choice there."""
+        if choice.stops.matched is not None and choice.stopped is None:
+            choice.stopped, choice.reason = choice.stops.matched, "stop"
+        return answer
 
     def _call(self, index: int, choice: _Choice, raw: Mapping[str, Any]) -> list[GenerationEvent]:
         call_index = raw.get("index", len(choice.calls))
@@ -186,16 +249,30 @@ class ChunkTranslator:
 
     def _flush(self, index: int, choice: _Choice) -> list[GenerationEvent]:
         """What a finished choice still holds: text the reasoning splitter kept back, open calls' ends."""
-        rest = choice.splitter.finish()
-        events: list[GenerationEvent] = [ReasoningDelta(rest.reasoning, index=index)] if rest.reasoning else []
-        if rest.answer or choice.logprobs:
-            events.append(TextDelta(rest.answer, index=index, logprobs=tuple(choice.logprobs)))
+        rest, stopped = choice.splitter.finish(), choice.stopped is not None
+        events: list[GenerationEvent] = (
+            [ReasoningDelta(rest.reasoning, index=index)] if rest.reasoning and not stopped else []
+        )
+        answer = "" if stopped else self._unstopped(choice, choice.stops.feed(rest.answer))
+        answer += "" if choice.stopped else choice.stops.flush()
+        if answer or choice.logprobs:
+            events.append(TextDelta(answer, index=index, logprobs=tuple(choice.logprobs)))
             choice.logprobs = []
         for call_index, call in sorted(choice.calls.items()):
             if call.started and call.id:
                 events.append(ToolCallEnd(index=index, call_index=call_index))
                 call.id = ""  # ended; kept so the choice still counts as having called
         return events
+
+
+def translator_for(request: GenerationRequest, prompt: int | None) -> ChunkTranslator:
+    """The translator of `request`'s stream, `prompt` its size where counted beforehand."""
+    hold = isinstance(request, ChatRequest) and request.prompt_size_first
+    estimate, stops = estimate_prompt_tokens(request), request.sampling.stop
+    rid = uuid.uuid4().hex[:12]
+    return ChunkTranslator(
+        choice_count(request), request_id=rid, prompt_estimate=estimate, stops=stops, prompt=prompt, hold=hold
+    )
 
 
 def usage_of(raw: Mapping[str, Any]) -> Usage:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ...core.errors import Unsupported
 from ...core.requests import (
     ChatRequest,
     CompletionRequest,
@@ -121,6 +122,7 @@ def embedding_body(request: EmbeddingRequest, model: str) -> dict[str, Any]:
 
 
 def _streaming(body: dict[str, Any]) -> dict[str, Any]:
+    body.pop("stop", None)  # matched as the text arrives (stream.py): the upstream would not say which one
     body["stream"] = True
     body["stream_options"] = {"include_usage": True}
     return body
@@ -178,6 +180,10 @@ def _sampling(params: SamplingParams) -> dict[str, Any]:
 
 
 def _response_format(output: OutputFormat) -> ResponseFormat:
+    if output.kind == "grammar":  # GBNF is llama.cpp's own; vLLM and OpenAI would not hold the output to it
+        raise Unsupported(
+            "A model served upstream takes no 'grammar'; the output would not be held to it.", param=output.param
+        )
     if output.kind == "json_object":
         return {"type": "json_object"}
     spec: JsonSchemaFormat = {"name": output.name or "output", "schema": dict(output.schema), "strict": output.strict}
