@@ -222,6 +222,7 @@ class InferenceThread:
         progressed = True
         while not stopping:
             busy = any(stepper.active for stepper in self._steppers)
+            self._stepping = busy  # read as `busy` while this waits for calls
             stopping = self._admit(wait=None if not busy else 0.0 if progressed else IDLE_WAIT)
             # Read after the calls: a call that queued work (a submit) is stepped at once,
             # not after an idle wait.

@@ -136,6 +136,9 @@ async def test_work_brought_to_an_idle_thread_is_stepped_at_once(monkeypatch: py
             with anyio.fail_after(2):
                 while stepper.work:
                     await asyncio.sleep(0.001)
+            with anyio.fail_after(2):  # and it says it is idle again while it waits for the next call
+                while thread.busy:
+                    await asyncio.sleep(0.001)
     finally:
         await thread.stop()
 
