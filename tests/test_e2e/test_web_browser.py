@@ -199,6 +199,11 @@ def test_a_reply_streams_into_the_page_and_the_operator_sees_the_model(page: Pag
     assert dark_share(reply_shot) > 0.01  # text drawn in the answer
     assert dark_share(page.locator("#log").screenshot()) > dark_share(empty_log)
 
+    # the lazy model, unloaded whatever earlier tests on this shared server asked of it, shows its estimate
+    unloaded = httpx.post(
+        f"{site}/llm/models/unload", json={"model": "chat-only"}, headers={"authorization": "Bearer op-key"}
+    )
+    assert unloaded.status_code == 200, unloaded.text
     page.click("#operator-tab")
     until(page, f"() => document.getElementById('models-table').innerText.includes('{MODEL}')")
     row = page.locator(f"#models-table tbody tr[data-model='{MODEL}']")
