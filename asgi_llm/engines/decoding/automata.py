@@ -10,7 +10,7 @@ every rule of the grammar can finish, which the closing watch relies on.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,22 +44,34 @@ def _intersect_ranges(a: Ranges, b: Ranges) -> Ranges:
 
 
 class _Nfa:
-    """Thompson's construction: `moves[s]` are (ranges, target), `free[s]` the epsilon targets."""
+    """Thompson's construction: `moves[s]` are (ranges, target), `free[s]` the epsilon targets and
+    `anchored[s]` the (anchor, target) ones, taken only where the anchor holds ("bol": at the
+    string's start, "eol": at its end)."""
 
     def __init__(self) -> None:
         self.moves: list[list[Edge]] = []
         self.free: list[list[int]] = []
+        self.anchored: list[list[tuple[str, int]]] = []
 
     def state(self) -> int:
         if len(self.moves) >= MAX_STATES * 4:
             raise PatternError("the pattern unrolls into too large an automaton")
         self.moves.append([])
         self.free.append([])
+        self.anchored.append([])
         return len(self.moves) - 1
+
+    def anywhere(self, start: int) -> int:
+        """Adds any text from `start` (an unanchored end); returns its end state, which loops."""
+        return self.build(("rep", ("set", ANY), 0, None), start)
 
     def build(self, node: Node, start: int) -> int:
         """Adds `node` from `start`; returns its end state."""
         kind = node[0]
+        if kind in ("bol", "eol"):
+            end = self.state()
+            self.anchored[start].append((kind, end))
+            return end
         if kind == "set":
             end = self.state()
             ranges = _intersect_ranges(node[1], ANY)
@@ -92,10 +104,12 @@ class _Nfa:
         self.free[start].append(end)
         return end
 
-    def closure(self, states: frozenset[int]) -> frozenset[int]:
+    def closure(self, states: Collection[int], anchors: tuple[str, ...] = ()) -> frozenset[int]:
+        """The states reached from `states` without a character, where `anchors` hold."""
         seen, todo = set(states), list(states)
         while todo:
-            for nxt in self.free[todo.pop()]:
+            state = todo.pop()
+            for nxt in self.free[state] + [t for kind, t in self.anchored[state] if kind in anchors]:
                 if nxt not in seen:
                     seen.add(nxt)
                     todo.append(nxt)
@@ -157,16 +171,28 @@ def _prune(dfa: Dfa) -> Dfa:
 
 
 def compile_pattern(pattern: str | Node) -> Dfa:
-    """The automaton of a pattern (or of a tree already read, as numbers and formats build)."""
+    """The automaton of a pattern, matched as `re.search` does: anywhere, `^` and `$` holding only
+    at the string's ends (its characters are never "\\n", so `$` never holds before one). A tree
+    already read (as numbers build) is matched whole."""
     nfa = _Nfa()
     start = nfa.state()
-    end = nfa.build(parse_pattern(pattern) if isinstance(pattern, str) else pattern, start)
+    if isinstance(pattern, str):
+        end = nfa.anywhere(nfa.build(parse_pattern(pattern), nfa.anywhere(start)))
+        matched: frozenset[int] | None = frozenset({end})  # a match found: any text may follow
+    else:
+        end, matched = nfa.build(pattern, start), None
 
-    def step(state: Hashable) -> list[tuple[Ranges, Hashable]]:
-        moves = [edge for s in state for edge in nfa.moves[s]]  # type: ignore[attr-defined]
-        return [((span,), nfa.closure(frozenset(targets))) for span, targets in _split(moves)]
+    def settle(at_start: bool, states: frozenset[int]) -> tuple[bool, frozenset[int]]:
+        return (False, matched) if matched is not None and end in states else (at_start, states)
 
-    return _determinize(nfa.closure(frozenset({start})), step, lambda state: end in state)  # type: ignore[operator]
+    def step(state: Any) -> list[tuple[Ranges, Hashable]]:  # (at the start, NFA states)
+        moves = [edge for s in state[1] for edge in nfa.moves[s]]
+        return [((span,), settle(False, nfa.closure(targets))) for span, targets in _split(moves)]
+
+    def final(state: Any) -> bool:
+        return end in nfa.closure(state[1], ("bol", "eol") if state[0] else ("eol",))
+
+    return _determinize(settle(True, nfa.closure({start}, ("bol",))), step, final)
 
 
 def _product(a: Dfa, b: Dfa) -> Dfa:

@@ -1,9 +1,10 @@
 """JSON Schema `pattern`s read as regular expressions over the characters of a JSON string. Pure.
 
-The subset of ECMAScript that a grammar can hold exactly: anchors at the ends, classes,
-escapes, `.`, groups (capturing, named, `(?:`), alternation and quantifiers with bounds.
-What is not a regular language, or reads differently in Python's `re` (which jsonschema
-validates with), is refused: lookarounds, back-references, word boundaries, `\\p{...}`.
+The subset of ECMAScript that a grammar can hold exactly: anchors (anywhere: `automata`
+reads `^` and `$` as holding only at the string's ends), classes, escapes, `.`, groups
+(capturing, named, `(?:`), alternation and quantifiers with bounds. What is not a regular
+language, or reads differently in Python's `re` (which jsonschema validates with), is refused:
+lookarounds, back-references, word boundaries, `\\p{...}`.
 Sets are tuples of inclusive code point ranges. Control characters never occur (a JSON string
 would need them escaped, and none of the formats want them); where Python's `\\D`, `\\W`, `\\S`
 or a class negating a shorthand would also exclude non-ASCII digits, letters or spaces, the
@@ -17,7 +18,7 @@ from typing import Any
 __all__ = ["ANY", "Node", "PatternError", "Ranges", "complement", "parse_pattern"]
 
 Ranges = tuple[tuple[int, int], ...]
-Node = tuple[Any, ...]  # ("set", ranges), ("cat" | "alt", [nodes]), ("rep", node, least, most)
+Node = tuple[Any, ...]  # ("set", ranges), ("cat" | "alt", [nodes]), ("rep", node, least, most), ("bol" | "eol", [])
 
 
 class PatternError(ValueError):
@@ -61,32 +62,14 @@ _SPECIAL = "()[]{}|*+?.^$\\"
 
 
 def parse_pattern(pattern: str) -> Node:
-    """The language `re.search(pattern, s)` accepts, as a tree of ("set", ranges), ("cat", nodes),
-    ("alt", nodes) and ("rep", node, least, most) nodes; unanchored ends match any text."""
+    """The tree of `pattern`: ("set", ranges), ("cat", nodes), ("alt", nodes), ("rep", node, least,
+    most), and ("bol", []) / ("eol", []) for `^` / `$`. It matches anywhere in a string, as
+    `re.search` does: `automata.compile_pattern` adds the unanchored ends."""
     reader = _Reader(pattern)
     node = reader.alternation()
     if reader.i < len(pattern):
         raise PatternError(f"unbalanced ')' at {reader.i}")
-    branches = node[1] if node[0] == "alt" else [node]
-    anywhere: Node = ("rep", ("set", ANY), 0, None)
-    out: list[Node] = []
-    for branch in branches:
-        items = list(branch[1]) if branch[0] == "cat" else [branch]
-        start = bool(items) and items[0] == ("bol", [])
-        end = len(items) > start and items[-1] == ("eol", [])
-        items = items[int(start) : len(items) - int(end)]
-        if any(_has_anchor(item) for item in items):
-            raise PatternError("anchors ('^', '$') are allowed only at the ends of the pattern")
-        out.append(("cat", ([] if start else [anywhere]) + items + ([] if end else [anywhere])))
-    return out[0] if len(out) == 1 else ("alt", out)
-
-
-def _has_anchor(node: Node) -> bool:
-    if node[0] in ("bol", "eol"):
-        return True
-    if node[0] in ("cat", "alt"):
-        return any(_has_anchor(n) for n in node[1])
-    return node[0] == "rep" and _has_anchor(node[1])
+    return node
 
 
 class _Reader:
@@ -179,6 +162,8 @@ class _Reader:
                     raise PatternError(f"a quantifier's bounds are out of order before {self.i}")
             else:
                 return atom
+            if atom[0] in ("bol", "eol"):  # as Python's `re` and ECMAScript refuse `^*`
+                raise PatternError(f"nothing to repeat before {self.i}")
             if self.peek() == "?":  # lazy: the same language
                 self.i += 1
             if self.peek() in ("*", "+", "?"):
