@@ -1,7 +1,7 @@
 """JSON Schemas as decoding enforces them, and the check of a finished output. Pure: no `llama_cpp` here.
 
-`enforceable` checks a schema, refuses what no grammar can hold (`uniqueItems`, `not`,
-`if`/`then`/`else`...), and rewrites the rest (`rewrite`) into the forms `schema_gbnf` turns
+`enforceable` checks a schema, refuses what no grammar can hold (a pattern's negation,
+`uniqueItems` on open strings...), and rewrites the rest (`rewrite`) into the forms `schema_gbnf` turns
 into a grammar exactly. `checked_output` holds a finished output to the client's own schema,
 formats included.
 """
@@ -18,7 +18,10 @@ from ...core.errors import InternalError, Unsupported
 from ...core.events import Finish, GenerationEvent, TextDelta
 from ...core.requests import OutputFormat
 from .checks import check_schema, validator
+from .gbnf import GrammarError, parse
 from .rewrite import Schema, literal_safe, rewrite
+from .schema_gbnf import schema_gbnf
+from .walk import Unsatisfiable
 
 __all__ = [
     "Schema",
@@ -52,7 +55,18 @@ def enforceable(schema: Mapping[str, Any], param: str, *, root_type: str | None 
         raise Unsupported(f"'{param}' must describe a JSON {root_type}.", param=param)
     if root_type is not None and not {"type", "$ref", "anyOf", "oneOf", "allOf"} & schema.keys():
         schema = {**schema, "type": root_type}
-    return rewrite(schema, param)
+    out = rewrite(schema, param)
+    if "x-defs" in out:
+        _finite(out, param)
+    return out
+
+
+def _finite(schema: Schema, param: str) -> None:
+    """A recursive schema must have a finite document (`{"next": <itself>}` required has none)."""
+    try:
+        parse(schema_gbnf(schema))
+    except GrammarError as exc:
+        raise Unsatisfiable(f"No value allowed in '{param}': its references never end ({exc}).", param=param) from None
 
 
 def as_rule(gbnf: str, name: str) -> str:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .automata import gbnf_rules
+from .counts import counted
 from .numbers import number_dfa
 from .rewrite import string_dfa
 
@@ -48,19 +49,20 @@ def _literal(text: str) -> str:
     return f'"{escaped}"'
 
 
-def _repeat(item: str, sep: str, least: int, most: int | None) -> str:
+def _repeat(rules: dict[str, str], name: str, item: str, sep: str, least: int, most: int | None) -> str:
     """`item` `least` to `most` times, `sep` between them."""
     if most == 0:
         return ""
-    more = f"{{{max(least - 1, 0)},{most - 1 if most is not None else ''}}}"
-    body = f"{item} ({sep} {item}){more}"
-    return body if least else f"({body})?"
+    more = counted(rules, f"{name}-more", f"({sep} {item})", max(least - 1, 0), most - 1 if most is not None else None)
+    body = f"{item} {more}".strip()
+    return f"({body})" if least else f"({body})?"
 
 
 class _Builder:
     def __init__(self) -> None:
         self.rules: dict[str, str] = {"space": _BASE["space"]}
         self.named: dict[str, str] = {}
+        self.defs: dict[str, Any] = {}  # recursive rules' bodies, by name (`x-defs`)
         self.count = 0
 
     def base(self, name: str) -> str:
@@ -80,7 +82,20 @@ class _Builder:
             self.rules[name] = self.body(schema, name)
         return self.named[key]
 
+    def ref(self, name: str) -> str:
+        """The rule of a recursive reference, made once (its body may refer to it)."""
+        rule = f"ref-{name}"
+        if rule not in self.rules:
+            self.rules[rule] = ""
+            self.rules[rule] = self.body(self.defs[name], rule)
+        return rule
+
     def body(self, schema: Mapping[str, Any], name: str) -> str:
+        if "x-defs" in schema:
+            self.defs.update(schema["x-defs"])
+            schema = {k: v for k, v in schema.items() if k != "x-defs"}
+        if "x-ref" in schema:
+            return self.ref(schema["x-ref"])
         if "anyOf" in schema:
             return " | ".join(self.rule(option, name) for option in schema["anyOf"])
         if "const" in schema or "enum" in schema:
@@ -110,19 +125,61 @@ class _Builder:
             if not least and most is None:
                 return self.base("string")
             self.base("char")
-            return f'"\\"" char{{{least},{most if most is not None else ""}}} "\\"" space'
+            return f'"\\"" {counted(self.rules, f"{name}-c", "char", least, most)} "\\"" space'
         self.rules.update(_rules(gbnf_rules(dfa, f"{name}-s", in_string=True)))
         return f'"\\"" {name}-s "\\"" space'
 
     def array(self, schema: Mapping[str, Any], name: str) -> str:
         if "prefixItems" in schema:
-            items = [self.rule(s, f"{name}-{i}") for i, s in enumerate(schema["prefixItems"])]
-            return '"[" space ' + ' "," space '.join(items) + ' "]" space'
+            return self.tuple(schema, name)
         if "items" not in schema:
             return self.base("array")
         item = self.rule(schema["items"], f"{name}-item")
-        inner = _repeat(item, '"," space', schema.get("minItems", 0), schema.get("maxItems"))
+        least, most = schema.get("minItems", 0), schema.get("maxItems")
+        if schema.get("x-unique"):
+            return f'"[" space {self.unique(schema["items"], name, least, most)} "]" space'
+        if "x-contains" in schema:
+            hit = self.rule(schema["x-contains"], f"{name}-hit")
+            more = (
+                f'(("," space {item})* "," space {hit}){{{schema["minContains"] - 1}}}'
+                if schema["minContains"] > 1
+                else ""
+            )
+            return f'"[" space ({item} "," space)* {hit} {more} ("," space {item})* "]" space'
+        inner = _repeat(self.rules, name, item, '"," space', least, most)
         return f'"[" space {inner} "]" space'
+
+    def tuple(self, schema: Mapping[str, Any], name: str) -> str:
+        """The prefix in full, then the rest's items, if any may follow."""
+        items = [self.rule(s, f"{name}-{i}") for i, s in enumerate(schema["prefixItems"])]
+        head = ' "," space '.join(items)
+        if "items" not in schema:
+            return f'"[" space {head} "]" space'
+        rest = self.rule(schema["items"], f"{name}-rest")
+        least = max(schema.get("minItems", 0) - len(items), 0)
+        most = schema["maxItems"] - len(items) if "maxItems" in schema else None
+        if not items:
+            return f'"[" space {_repeat(self.rules, name, rest, chr(34) + "," + chr(34) + " space", least, most)} "]" space'
+        tail = counted(self.rules, f"{name}-more", f'("," space {rest})', least, most)
+        return f'"[" space {head} {tail} "]" space'
+
+    def unique(self, items: Mapping[str, Any], name: str, least: int, most: int | None) -> str:
+        """Values of `items` (a `const` or `enum`), each at most once, in the list's order: a rule
+        per (last value written, values written so far, counted up to what the bounds need)."""
+        values = [items["const"]] if "const" in items else list(items["enum"])
+        texts = [_literal(json.dumps(v, ensure_ascii=False)) + " space" for v in values]
+        most = len(values) if most is None else min(most, len(values))
+        cap = most if most < len(values) else least
+
+        def after(i: int, n: int) -> str:
+            rule = f"{name}-u{i}-{min(n, cap)}"
+            if rule not in self.rules:
+                alts = [f'"," space {texts[j]} {after(j, n + 1)}' for j in range(i + 1, len(values)) if n < most]
+                self.rules[rule] = " | ".join(alts + (['""'] if n >= least else [])) or '""'
+            return rule
+
+        first = [f"{texts[j]} {after(j, 1)}" for j in range(len(values)) if most]
+        return f"({' | '.join(first + ([chr(34) * 2] if not least else []))})"
 
     def object(self, schema: Mapping[str, Any], name: str) -> str:
         least, most = schema.get("minProperties", 0), schema.get("maxProperties")
@@ -133,7 +190,8 @@ class _Builder:
             key = self.rule(keys, f"{name}-key") if keys else self.base("string")
             value = self.rule(schema["additionalProperties"], f"{name}-value")
             self.rules[f"{name}-kv"] = f'{key} ":" space {value}'
-            return f'"{{" space {_repeat(f"{name}-kv", chr(34) + "," + chr(34) + " space", least, most)} "}}" space'
+            pairs = _repeat(self.rules, name, f"{name}-kv", chr(34) + "," + chr(34) + " space", least, most)
+            return f'"{{" space {pairs} "}}" space'
         properties: Mapping[str, Any] = schema["properties"]
         required = [n for n in properties if n in schema["required"]]
         optional = [n for n in properties if n not in schema["required"]]
@@ -148,6 +206,8 @@ class _Builder:
     def optional(self, pairs: list[str], name: str, count: int, least: int, most: int | None) -> str:
         """The optional properties after `count` required ones, in order, any of them left out,
         so that `least` to `most` properties are written in all: a rule per (property, count so far)."""
+        if most is not None and most >= count + len(pairs):
+            most = None  # no more properties than there are
         cap = max(least, 1) if most is None else most
         made: dict[tuple[int, int], str | None] = {}
 

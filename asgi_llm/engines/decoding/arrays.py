@@ -1,0 +1,117 @@
+"""Arrays in the schema rewrite: items, tuples, `contains` and `uniqueItems`. Pure.
+
+The forms that come out: `items` with `minItems`/`maxItems` (any count: the grammar counts in
+blocks); a tuple, `prefixItems` always written in full where the bounds allow, then `items` for
+the rest if any may follow (the counts still count the whole array); `x-contains`, the schema
+`minContains` items must also meet, written among the others; and `x-unique`, items from a short
+list of values, each written at most once and in the list's order.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .merge import merge
+from .walk import Schema, Unsatisfiable, Walker
+
+__all__ = ["rewrite_array"]
+
+log = logging.getLogger("asgi_llm.engine")
+
+_MAX_CONTAINS = 16
+
+
+def rewrite_array(walk: Walker, node: Schema, where: str, depth: int) -> Schema:
+    items, prefix = node.get("items"), node.get("prefixItems")
+    least, most = node.get("minItems", 0), node.get("maxItems")
+    if most is not None and least > most:
+        raise walk.no_value(where, "'minItems' is above 'maxItems'")
+    if prefix is None and isinstance(items, list):  # draft 7 tuples
+        prefix, items = items, node.get("additionalItems")
+    unique = bool(node.get("uniqueItems")) and (most is None or most > 1)
+    if prefix is not None:
+        out = _tuple(walk, prefix, items, least, most, where, depth)
+        if unique and len(out["prefixItems"]) + (out.get("maxItems", 2) if "items" in out else 0) > 1:
+            raise walk.refuse(where, "'uniqueItems' on a tuple")
+        return out
+    if "contains" in node and node.get("minContains", 1) > 0:
+        if unique or most is not None or "maxContains" in node:
+            raise walk.refuse(where, "'contains' beside 'maxItems', 'maxContains' or 'uniqueItems'")
+        return _contains(walk, node, least, where, depth)
+    try:
+        element = walk.node(True if items is None else items, f"{where}/items", depth + 1)
+    except Unsatisfiable as exc:
+        if least:
+            raise
+        log.warning("left out of the grammar for %s: %s", walk.param, exc)
+        element, most = {"const": None}, 0
+    out: Schema = {"type": "array", "items": element, "minItems": least}
+    if most is not None:
+        out["maxItems"] = most
+    return _unique(walk, out, where) if unique else out
+
+
+def _tuple(walk: Walker, prefix: list[Any], rest: Any, least: int, most: int | None, where: str, depth: int) -> Schema:
+    """The prefix, as much of it as `most` allows; then `rest` (None: not given, so none written
+    unless `least` needs them) for the remaining items."""
+    count = len(prefix) if most is None else min(len(prefix), most)
+    subs: list[Schema] = []
+    for i, schema in enumerate(prefix[:count]):
+        try:
+            subs.append(walk.node(schema, f"{where}/prefixItems/{i}", depth + 1))
+        except Unsatisfiable:
+            if i < least:
+                raise
+            break
+    out: Schema = {"type": "array", "prefixItems": subs}
+    if rest is None and least > len(subs):  # no items of their own: any, only as many as needed
+        rest, most = True, least
+    if len(subs) == len(prefix) and rest not in (None, False) and (most is None or most > len(subs)):
+        try:
+            out["items"] = walk.node(rest, f"{where}/items", depth + 1)
+        except Unsatisfiable:
+            if least > len(subs):
+                raise
+            return out
+        out |= {"minItems": least} if least > len(subs) else {}
+        out |= {"maxItems": most} if most is not None else {}
+    elif least > len(subs):
+        raise walk.no_value(where, f"'minItems' asks for more than the {len(subs)} items allowed")
+    return out
+
+
+def _contains(walk: Walker, node: Schema, least: int, where: str, depth: int) -> Schema:
+    hits = node.get("minContains", 1)
+    if hits > _MAX_CONTAINS or least > hits:
+        raise walk.refuse(where, f"'contains' with 'minItems' above 'minContains' or more than {_MAX_CONTAINS}")
+    items = node.get("items", True)
+    element = walk.node(items, f"{where}/items", depth + 1)
+    hit = walk.node(merge([items, node["contains"]]), f"{where}/contains", depth + 1)
+    return {"type": "array", "items": element, "x-contains": hit, "minContains": hits}
+
+
+def _unique(walk: Walker, out: Schema, where: str) -> Schema:
+    """Unique items where the grammar can keep them so: values from a short list, in its order."""
+    element = out["items"]
+    values = _values(element)
+    if values is None:
+        raise walk.refuse(where, "'uniqueItems' on items other than a list of values")
+    if out["minItems"] > len(values):
+        raise walk.no_value(where, f"'minItems' asks for more than the {len(values)} distinct values allowed")
+    most = min(out.get("maxItems", len(values)), len(values))
+    return {
+        **out,
+        "items": {"enum": values} if len(values) > 1 else {"const": values[0]},
+        "maxItems": most,
+        "x-unique": True,
+    }
+
+
+def _values(element: Schema) -> list[Any] | None:
+    if "const" in element:
+        return [element["const"]]
+    if "enum" in element:
+        return list(element["enum"])
+    kind = element.get("type")
+    return {"boolean": [False, True], "null": [None]}.get(kind) if isinstance(kind, str) and len(element) == 1 else None

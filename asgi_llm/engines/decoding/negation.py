@@ -1,0 +1,123 @@
+"""`not` and `if`/`then`/`else` turned into positive keywords, where a grammar can decide them. Pure.
+
+A schema is the conjunction of its keywords, so its negation is the disjunction (an `anyOf`)
+of each keyword's negation; most simple keywords negate into another simple keyword: `not`
+a type is the other types, `not` a `required` name is that property absent (a `false` schema
+on it), `not` `minimum: 3` is a number under 3. `if`/`then`/`else` is
+`anyOf: [{allOf: [if, then]}, {allOf: [{not: if}, else]}]` (as `x-cases`, the
+rewrite's own branches, left out without a warning where no value fits). What has no such form here (a
+pattern, a format) raises `Clash`, and the rewrite refuses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .merge import ANNOTATIONS, Clash, types_of
+
+__all__ = ["conditional", "negate"]
+
+_KINDS = ("object", "array", "string", "number", "boolean", "null")  # "integer" lies inside "number"
+_OPPOSITE: dict[str, tuple[str, str, int]] = {  # keyword: (its negation, the type it bounds, shift)
+    "minimum": ("exclusiveMaximum", "number", 0),
+    "maximum": ("exclusiveMinimum", "number", 0),
+    "exclusiveMinimum": ("maximum", "number", 0),
+    "exclusiveMaximum": ("minimum", "number", 0),
+    "minLength": ("maxLength", "string", -1),
+    "maxLength": ("minLength", "string", 1),
+    "minItems": ("maxItems", "array", -1),
+    "maxItems": ("minItems", "array", 1),
+    "minProperties": ("maxProperties", "object", -1),
+    "maxProperties": ("minProperties", "object", 1),
+}
+
+
+def conditional(node: Mapping[str, Any]) -> dict[str, Any]:
+    """`node` with its `if`/`then`/`else` as one more `allOf` part: an `anyOf` of the two cases."""
+    out = {k: v for k, v in node.items() if k not in ("if", "then", "else")}
+    test = node["if"]
+    cases = [{"allOf": [test, node.get("then", True)]}, {"allOf": [negate(test), node.get("else", True)]}]
+    out["allOf"] = [*node.get("allOf", []), {"x-cases": cases}]
+    return out
+
+
+def negate(schema: Any) -> Any:
+    """A schema without `not` that holds exactly where `schema` fails."""
+    if schema is True or schema is False:
+        return not schema
+    keys = [k for k in schema if k not in ANNOTATIONS]
+    if not keys:
+        return False
+    if len(keys) > 1 or (keys == ["properties"] and len(schema["properties"]) > 1):
+        return {"x-cases": [negate(part) for part in _conjuncts(schema, keys)]}
+    ((key, value),) = ((k, schema[k]) for k in keys)
+    return _negate_one(key, value)
+
+
+def _conjuncts(schema: Mapping[str, Any], keys: list[str]) -> list[Any]:
+    """`schema` as parts that all hold exactly when it does: keywords that read each other
+    (properties and extra keys, items and tuples, bounds and `contains`) stay together."""
+    joined = [k for k in keys if k in ("additionalProperties", "patternProperties", "prefixItems", "contains")]
+    if joined:
+        raise Clash(f"'not' of a schema with '{joined[0]}'")
+    parts: list[Any] = []
+    for key in keys:
+        if key == "properties":
+            parts += [{"properties": {n: s}} for n, s in schema["properties"].items()]
+        elif key == "required":
+            parts += [{"required": [n]} for n in schema["required"]]
+        else:
+            parts.append({key: schema[key]})
+    return parts
+
+
+def _negate_one(key: str, value: Any) -> Any:
+    if key == "type":
+        return _other_types(types_of({"type": value}) or frozenset())
+    if key == "required":
+        if len(value) != 1:
+            return {"x-cases": [{"properties": {n: False}} for n in value]} if value else False
+        return {"properties": {value[0]: False}}
+    if key == "properties":
+        ((name, sub),) = value.items()
+        return {"type": "object", "required": [name], "properties": {name: negate(sub)}}
+    if key == "anyOf" or (key == "oneOf" and len(value) == 1):
+        return {"allOf": [negate(part) for part in value]}
+    if key == "allOf":
+        return {"x-cases": [negate(part) for part in value]}
+    if key == "not":
+        return value
+    if key in ("const", "enum"):
+        return _other_values([value] if key == "const" else value)
+    if key in _OPPOSITE:
+        opposite, kind, shift = _OPPOSITE[key]
+        bound = value + shift
+        if bound < 0:
+            return False
+        return {"type": kind, opposite: bound}
+    raise Clash(f"'not' of '{key}'")
+
+
+def _other_types(kinds: frozenset[str]) -> Any:
+    if "integer" in kinds and "number" not in kinds:
+        raise Clash("'not' of 'integer' (a number that is not whole)")
+    rest = [k for k in _KINDS if k not in kinds]
+    return {"type": rest} if rest else False
+
+
+def _other_values(values: list[Any]) -> Any:
+    """Any value but `values`: the other types, and the values' own types less these values
+    (`x-except`, which the rewrite takes out of an `enum` or the booleans, and refuses elsewhere)."""
+    kinds = {_kind(v) for v in values}
+    rest: list[Any] = [{"type": k} for k in _KINDS if k not in kinds]
+    rest += [{"type": k, "x-except": [v for v in values if _kind(v) == k]} for k in _KINDS if k in kinds]
+    return {"x-cases": rest}
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    return {str: "string", list: "array", dict: "object"}.get(type(value), "number")

@@ -1,0 +1,166 @@
+"""Objects in the schema rewrite: declared properties, extra keys, key rules and dependencies. Pure.
+
+Two forms come out: a closed object (`properties` in order, `required` first, no other keys) and
+an object of free keys (`additionalProperties` for their values, `x-keys` for the keys' own
+string schema). Extra keys beside declared properties are left out: an open object lets a model
+ramble on in made-up keys. An optional property no value satisfies is left out, with a warning.
+Dependencies become one more `allOf` part per trigger: the trigger absent, or present with what
+it brings, and the rewrite merges and branches on them like any other `anyOf`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .checks import validator
+from .merge import Clash, merge
+from .walk import Schema, Unsatisfiable, Walker
+
+__all__ = ["DEPENDENCIES", "dependencies", "rewrite_object"]
+
+log = logging.getLogger("asgi_llm.engine")
+
+DEPENDENCIES = frozenset({"dependencies", "dependentRequired", "dependentSchemas"})
+_MAX_TRIGGERS = 6  # optional properties whose dependencies branch the object (2^n branches at most)
+
+
+def dependencies(node: Schema) -> Schema:
+    """`node` with its dependencies as `allOf` parts: for each trigger, absent or present with its due."""
+    due: dict[str, list[Any]] = {}
+    for key in sorted(DEPENDENCIES & node.keys()):
+        for name, need in node.pop(key).items():
+            due.setdefault(name, []).append({"required": need} if isinstance(need, list) else need)
+    required = set(node.get("required", []))
+    parts = [merge(need) for name, need in due.items() if name in required]
+    optional = [name for name in due if name not in required]
+    if len(optional) > _MAX_TRIGGERS:
+        raise Clash(f"Dependencies on more than {_MAX_TRIGGERS} optional properties")
+    parts += [
+        {"x-cases": [{"properties": {name: False}}, merge([{"required": [name]}, *due[name]])]} for name in optional
+    ]
+    return {**node, "allOf": [*node.get("allOf", []), *parts]} if parts else node
+
+
+def rewrite_object(walk: Walker, node: Schema, where: str, depth: int) -> Schema:
+    properties: dict[str, Any] = dict(node.get("properties", {}))
+    required: list[str] = list(node.get("required", []))
+    patterns: Mapping[str, Any] = node.get("patternProperties", {})
+    extra = node.get("additionalProperties", True)
+    keys = _key_rule(walk, node.get("propertyNames", True), where)
+    if isinstance(keys, list):  # names from an enum: declared properties, of the extra keys' schema
+        properties = {name: properties.get(name, extra) for name in keys if properties.get(name, extra) is not False}
+        extra = False
+    for name in required:  # a required name nothing declares takes the extra keys' schema
+        if name not in properties:
+            properties[name] = _undeclared(name, patterns, extra)
+    unsafe = [name for name in properties if '"' in name or "\\" in name or not name.isprintable()]
+    if unsafe:
+        raise walk.refuse(where, f"Property names {unsafe} with backslashes, quotes or control characters")
+    least, most = node.get("minProperties", 0), node.get("maxProperties")
+    if most is not None and least > most:
+        raise walk.no_value(where, "'minProperties' is above 'maxProperties'")
+    bounds = {k: v for k, v in (("minProperties", least), ("maxProperties", most)) if v}
+    bounds |= {"maxProperties": most} if most is not None else {}
+    closed = extra is False and not patterns
+    if properties or closed or ("properties" in node and "additionalProperties" not in node):
+        subs = _declared(walk, properties, required, patterns, keys, where, depth)
+        if least > len(subs):
+            raise walk.no_value(where, f"'minProperties' asks for more than the {len(subs)} properties allowed")
+        shut = {"type": "object", "properties": subs, "required": required, "additionalProperties": False}
+        return {**shut, **bounds}
+    return _free_keys(walk, patterns, extra, keys, bounds, where, depth)
+
+
+def _undeclared(name: str, patterns: Mapping[str, Any], extra: Any) -> Any:
+    matched = [s for p, s in patterns.items() if re.search(p, name)]
+    return merge(matched) if matched else extra
+
+
+def _declared(
+    walk: Walker,
+    properties: Mapping[str, Any],
+    required: list[str],
+    patterns: Mapping[str, Any],
+    keys: Schema | list[str] | None,
+    where: str,
+    depth: int,
+) -> dict[str, Schema]:
+    subs = {}
+    for name, sub in properties.items():
+        at = f"{where}/properties/{name}"
+        if sub is False and name not in required:
+            continue  # a property the schema says must be absent
+        try:
+            if isinstance(keys, dict) and not _key_check(keys).is_valid(name):
+                raise walk.no_value(at, "the name breaks 'propertyNames'")
+            matched = [s for p, s in patterns.items() if re.search(p, name)]
+            subs[name] = walk.node(merge([sub, *matched]) if matched else sub, at, depth + 1)
+        except Unsatisfiable as exc:
+            if name in required:
+                raise
+            log.warning("left out of the grammar for %s: %s", walk.param, exc)
+    return subs
+
+
+def _free_keys(
+    walk: Walker,
+    patterns: Mapping[str, Any],
+    extra: Any,
+    keys: Schema | list[str] | None,
+    bounds: Schema,
+    where: str,
+    depth: int,
+) -> Schema:
+    if len(patterns) > 1:
+        raise walk.refuse(where, "Several 'patternProperties' on an object without declared properties")
+    if bounds.get("minProperties", 0) > 1:
+        raise walk.refuse(where, "'minProperties' above 1 on an object with free keys (keys may repeat)")
+    if patterns:
+        ((pattern, extra),) = patterns.items()
+        base = keys if isinstance(keys, dict) else {"type": "string"}
+        keys = walk.node({"type": "string", **_as_string(base), "pattern": [*_patterns(base), pattern]}, where, 0)
+    if extra is False:
+        return {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
+    if extra is True and keys is None and not bounds:
+        return {"type": "object"}
+    try:
+        value = walk.node(extra, f"{where}/additionalProperties", depth + 1)
+    except Unsatisfiable as exc:
+        if bounds.get("minProperties"):
+            raise
+        log.warning("left out of the grammar for %s: %s", walk.param, exc)
+        return {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
+    return {"type": "object", "additionalProperties": value, **({"x-keys": keys} if keys else {}), **bounds}
+
+
+def _key_check(keys: Schema) -> Any:
+    """The check of a rewritten key schema, as JSON Schema (its patterns written back)."""
+    return validator({**_as_string(keys), "allOf": [{"pattern": p} for p in _patterns(keys)]})
+
+
+def _as_string(keys: Schema) -> Schema:
+    """A rewritten key schema read back as a JSON Schema string (its patterns apart)."""
+    return {k: v for k, v in keys.items() if k in ("format", "minLength", "maxLength")}
+
+
+def _patterns(keys: Schema) -> list[str]:
+    return list(keys.get("x-patterns", []))
+
+
+def _key_rule(walk: Walker, names: Any, where: str) -> Schema | list[str] | None:
+    """`propertyNames` as a rewritten string schema, or the list of names it allows; None for any name."""
+    if names is True or names == {}:
+        return None
+    try:
+        rule = walk.node(names, f"{where}/propertyNames", 0)
+    except Unsatisfiable:
+        return []  # no name is allowed: no keys
+    if "enum" in rule or "const" in rule:
+        values = rule.get("enum", [rule.get("const")])
+        return [v for v in values if isinstance(v, str)]
+    if rule.get("type") != "string":
+        raise walk.refuse(where, "'propertyNames' other than a string schema or an enum")
+    return rule

@@ -1,0 +1,35 @@
+"""What the parts of the schema rewrite share: the walker they call back into for sub-schemas,
+and the error for a schema no value satisfies. Pure."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ...core.errors import InvalidRequest, Unsupported
+
+__all__ = ["Schema", "Unsatisfiable", "Walker"]
+
+Schema = dict[str, Any]
+
+
+class Unsatisfiable(InvalidRequest):
+    """No value satisfies the schema at some place: a 400 where the place is required, and a
+    part left out of the grammar (an optional property, an `anyOf` branch, a tool) where not."""
+
+
+class Walker(Protocol):
+    """The rewrite, as its parts see it."""
+
+    param: str
+
+    def node(self, schema: Any, where: str, depth: int) -> Schema:
+        """`schema` (at the JSON path `where`, `depth` levels in) rewritten."""
+        ...
+
+    def refuse(self, where: str, what: str) -> Unsupported:
+        """The 400 for `what` at `where`, which decoding cannot enforce."""
+        ...
+
+    def no_value(self, where: str, why: str) -> Unsatisfiable:
+        """The error for a place no value satisfies."""
+        ...

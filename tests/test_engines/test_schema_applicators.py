@@ -1,0 +1,248 @@
+"""Applicators and the keywords that read others, as the grammar enforces them: recursive
+references, keywords beside `anyOf`/`oneOf`/`$ref`, `not`, `if`/`then`/`else`, dependencies,
+tuples with more items, `contains`, `uniqueItems` on values, counts of any size. For each, the
+grammar takes valid documents and refuses invalid ones, and from any point of a valid document
+the shortest ending (what the closing watch writes at a tight budget) validates."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from asgi_llm.engines.decoding.gbnf import parse
+from asgi_llm.engines.decoding.grammar import enforceable, validator
+from asgi_llm.engines.decoding.recognizer import Position
+from asgi_llm.engines.decoding.schema_gbnf import schema_gbnf
+
+TREE = {
+    "$defs": {
+        "Node": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "maxLength": 8},
+                "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}},
+            },
+            "required": ["name", "children"],
+        }
+    },
+    "$ref": "#/$defs/Node",
+}
+PETS = {  # pydantic's discriminated union of three models
+    "$defs": {
+        "Cat": {"properties": {"kind": {"const": "cat"}, "lives": {"type": "integer"}}, "required": ["kind", "lives"]},
+        "Dog": {"properties": {"kind": {"const": "dog"}, "bark": {"type": "boolean"}}, "required": ["kind", "bark"]},
+        "Fox": {"properties": {"kind": {"const": "fox"}}, "required": ["kind"]},
+    },
+    "type": "object",
+    "properties": {
+        "pet": {
+            "oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}, {"$ref": "#/$defs/Fox"}],
+            "discriminator": {"propertyName": "kind"},
+        }
+    },
+    "required": ["pet"],
+}
+CASES: list[tuple[str, dict[str, Any], list[Any], list[Any]]] = [
+    (
+        "recursive-tree",
+        TREE,
+        [{"name": "a", "children": []}, {"name": "a", "children": [{"name": "b", "children": []}]}],
+        [{"name": "a"}, {"name": "a", "children": [{"name": "b"}]}],
+    ),
+    ("discriminated-union", PETS, [{"pet": {"kind": "cat", "lives": 9}}, {"pet": {"kind": "fox"}}], [{"pet": {}}]),
+    (
+        "sibling-type-drops-branch",
+        {
+            "type": "object",
+            "oneOf": [{"type": "string"}, {"properties": {"a": {"type": "integer"}}, "required": ["a"]}],
+        },
+        [{"a": 1}],
+        ["x", {}],
+    ),
+    (
+        "required-beside-any-of",
+        {
+            "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+            "required": ["a"],
+            "anyOf": [{"required": ["b"]}, {"properties": {"a": {"minimum": 5}}}],
+        },
+        [{"a": 1, "b": "x"}, {"a": 7}],
+        [{"a": 1}],
+    ),
+    (
+        "all-of-extra-keys",
+        {"allOf": [{"properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "string"}}]}
+        | {"properties": {"b": {"type": "string"}}, "required": ["b"]},
+        [{"b": "x"}],
+        [{"b": 1}],
+    ),
+    (
+        "ref-with-siblings",
+        {"$defs": {"P": {"type": "object", "properties": {"x": {"type": "integer"}}}}, "$ref": "#/$defs/P"}
+        | {"required": ["x"]},
+        [{"x": 1}],
+        [{}],
+    ),
+    ("required-undeclared", {"type": "object", "required": ["id"]}, [{"id": 3}, {"id": "x"}], [{}]),
+    (
+        "dependent-required",
+        {
+            "properties": {"card": {"type": "string"}, "billing": {"type": "string"}},
+            "dependentRequired": {"card": ["billing"]},
+        },
+        [{}, {"billing": "x"}, {"card": "1", "billing": "x"}],
+        [{"card": "1"}],
+    ),
+    (
+        "draft7-dependencies",
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "integer"}},
+            "dependencies": {"a": ["b"], "b": {"properties": {"c": {"maximum": 3}}, "required": ["c"]}},
+        },
+        [{}, {"c": 9}, {"b": 1, "c": 2}, {"a": 1, "b": 1, "c": 3}],
+        [{"a": 1}, {"b": 1}, {"b": 1, "c": 4}],
+    ),
+    (
+        "if-then-else-discriminator",
+        {
+            "properties": {"kind": {"enum": ["a", "b"]}, "n": {"type": "integer"}, "s": {"type": "string"}},
+            "required": ["kind"],
+            "if": {"properties": {"kind": {"const": "a"}}, "required": ["kind"]},
+            "then": {"required": ["n"]},
+            "else": {"required": ["s"]},
+        },
+        [{"kind": "a", "n": 1}, {"kind": "b", "s": "x"}],
+        [{"kind": "a", "s": "x"}, {"kind": "b", "n": 1}],
+    ),
+    (
+        "if-type",
+        {"if": {"type": "string"}, "then": {"maxLength": 2}, "else": {"type": "integer"}},
+        ["ab", 3],
+        ["abc", 1.5],
+    ),
+    ("not-type", {"not": {"type": ["string", "object", "array"]}}, [1, None, True], ["x", {}, []]),
+    (
+        "not-required",
+        {"properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "not": {"required": ["a"]}},
+        [{}, {"b": 1}],
+        [{"a": 1}],
+    ),
+    ("not-enum-within-enum", {"enum": ["x", "y", "z"], "not": {"enum": ["y"]}}, ["x", "z"], ["y"]),
+    ("not-false", {"type": "boolean", "not": {"const": False}}, [True], [False]),
+    ("not-bound", {"type": "integer", "not": {"minimum": 10}}, [9, -3], [10, 11]),
+    (
+        "additional-items",
+        {"type": "array", "items": [{"type": "string"}], "additionalItems": {"type": "integer"}, "maxItems": 3}
+        | {"$schema": "http://json-schema.org/draft-07/schema#"},
+        [["a"], ["a", 1, 2]],
+        [["a", "b"], [1], ["a", 1, 2, 3]],
+    ),
+    (
+        "prefix-items-then-items",
+        {"type": "array", "prefixItems": [{"type": "boolean"}], "items": {"type": "null"}, "minItems": 2},
+        [[True, None], [False, None, None]],
+        [[True], [None, None]],
+    ),
+    ("huge-max-length", {"type": "string", "maxLength": 70_000}, ["", "abc"], [1]),
+    (
+        "min-length-over-block",
+        {"type": "string", "minLength": 40, "maxLength": 1000},
+        ["a" * 40, "b" * 999],
+        ["a" * 39],
+    ),
+    ("huge-max-items", {"type": "array", "items": {"type": "integer"}, "maxItems": 5000}, [[], [1, 2]], [["x"]]),
+    (
+        "exact-count",
+        {"type": "array", "items": {"type": "boolean"}, "minItems": 35, "maxItems": 35},
+        [[True] * 35],
+        [[True] * 34, [True] * 36],
+    ),
+    (
+        "unique-enum",
+        {"type": "array", "items": {"enum": ["r", "g", "b"]}, "uniqueItems": True, "minItems": 1},
+        [["r"], ["r", "g", "b"], ["g", "b"]],
+        [[], ["r", "r"]],
+    ),
+    (
+        "unique-booleans",
+        {"type": "array", "items": {"type": "boolean"}, "uniqueItems": True},
+        [[], [False, True]],
+        [[True, True]],
+    ),
+    (
+        "contains",
+        {"type": "array", "items": {"type": "integer"}, "contains": {"minimum": 10}},
+        [[10], [1, 2, 30], [11, 1]],
+        [[], [1, 2]],
+    ),
+    (
+        "min-contains",
+        {"type": "array", "contains": {"const": "x"}, "minContains": 2},
+        [["x", "x"], ["x", 1, "x"]],
+        [["x"], [1, "x"]],
+    ),
+    ("property-names-false", {"type": "object", "propertyNames": False}, [{}], [{"a": 1}]),
+    (
+        "optional-unsatisfiable-property-left-out",
+        {"type": "object", "properties": {"a": {"type": "integer", "enum": ["x"]}, "b": {"type": "string"}}},
+        [{}, {"b": "x"}],
+        [{"a": "x"}],
+    ),
+]
+
+
+def _text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _grammar(schema: dict[str, Any]) -> Any:
+    return parse(schema_gbnf(enforceable(schema, "format")))
+
+
+@pytest.mark.parametrize(("schema", "good", "bad"), [pytest.param(*c[1:], id=c[0]) for c in CASES])
+def test_the_grammar_takes_valid_documents_and_refuses_invalid_ones(
+    schema: dict[str, Any], good: list[Any], bad: list[Any]
+) -> None:
+    check, grammar = validator(schema), _grammar(schema)
+    for value in good:
+        assert check.is_valid(value), value
+        assert Position(grammar).advance(_text(value)).complete, value
+    for value in bad:
+        assert not check.is_valid(value), value
+        assert not Position(grammar).advance(_text(value)).complete, value
+    shortest = grammar.shortest["root"]
+    assert check.is_valid(json.loads(shortest)), shortest
+
+
+@pytest.mark.parametrize(("schema", "good", "bad"), [pytest.param(*c[1:], id=c[0]) for c in CASES])
+def test_every_prefix_of_a_valid_document_closes_validly(
+    schema: dict[str, Any], good: list[Any], bad: list[Any]
+) -> None:
+    check, grammar = validator(schema), _grammar(schema)
+    text = _text(good[-1])
+    for cut in range(0, len(text) + 1, max(1, len(text) // 60)):
+        position = Position(grammar).advance(text[:cut])
+        assert not position.dead, text[:cut]
+        ended = text[:cut] + position.ending()
+        assert check.is_valid(json.loads(ended)), ended
+
+
+def test_a_huge_bound_makes_a_small_grammar() -> None:
+    small = schema_gbnf(enforceable({"type": "string", "maxLength": 40}, "s"))
+    huge = schema_gbnf(enforceable({"type": "string", "maxLength": 1_000_000}, "s"))
+    assert len(huge.splitlines()) < len(small.splitlines()) + 16
+
+
+def test_two_tools_with_the_same_recursive_definition_get_rules_of_their_own() -> None:
+    one, two = enforceable(TREE, "tools[0]"), enforceable(TREE, "tools[1]")
+    assert one["x-ref"] != two["x-ref"]
+    both = {"anyOf": [one, two]}
+    assert _grammar_text_ok(schema_gbnf(both))
+
+
+def _grammar_text_ok(text: str) -> bool:
+    parse(text)
+    return True
