@@ -186,6 +186,22 @@ CASES: list[tuple[str, dict[str, Any], list[Any], list[Any]]] = [
     ),
     ("property-names-false", {"type": "object", "propertyNames": False}, [{}], [{"a": 1}]),
     (
+        "one-of-required-names",
+        {
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "oneOf": [{"required": ["a"]}, {"required": ["b"]}],
+        },
+        [{"a": 1}, {"b": 2}],
+        [{"a": 1, "b": 2}, {}],
+    ),
+    ("one-of-overlapping-bounds", {"type": "integer", "oneOf": [{"maximum": 2}, {"maximum": 5}]}, [3, 5], [1, 2, 6]),
+    (
+        "one-of-apart-strings",
+        {"type": "string", "oneOf": [{"format": "date"}, {"maxLength": 2}]},
+        ["ab", "2024-01-02"],
+        [],
+    ),
+    (
         "optional-unsatisfiable-property-left-out",
         {"type": "object", "properties": {"a": {"type": "integer", "enum": ["x"]}, "b": {"type": "string"}}},
         [{}, {"b": "x"}],
@@ -228,6 +244,13 @@ def test_every_prefix_of_a_valid_document_closes_validly(
         assert not position.dead, text[:cut]
         ended = text[:cut] + position.ending()
         assert check.is_valid(json.loads(ended)), ended
+
+
+def test_a_one_of_whose_branches_may_meet_is_refused_not_loosened() -> None:
+    from asgi_llm.core import Unsupported
+
+    with pytest.raises(Unsupported, match="oneOf"):
+        enforceable({"type": "string", "oneOf": [{"pattern": "^a"}, {"pattern": "b$"}]}, "format")
 
 
 def test_a_huge_bound_makes_a_small_grammar() -> None:

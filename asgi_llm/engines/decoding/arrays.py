@@ -31,10 +31,10 @@ def rewrite_array(walk: Walker, node: Schema, where: str, depth: int) -> Schema:
         prefix, items = items, node.get("additionalItems")
     unique = bool(node.get("uniqueItems")) and (most is None or most > 1)
     if prefix is not None:
-        out = _tuple(walk, prefix, items, least, most, where, depth)
-        if unique and len(out["prefixItems"]) + (out.get("maxItems", 2) if "items" in out else 0) > 1:
+        tuple_ = _tuple(walk, prefix, items, least, most, where, depth)
+        if unique and len(tuple_["prefixItems"]) + (tuple_.get("maxItems", 2) if "items" in tuple_ else 0) > 1:
             raise walk.refuse(where, "'uniqueItems' on a tuple")
-        return out
+        return tuple_
     if "contains" in node and node.get("minContains", 1) > 0:
         if unique or most is not None or "maxContains" in node:
             raise walk.refuse(where, "'contains' beside 'maxItems', 'maxContains' or 'uniqueItems'")
@@ -113,5 +113,6 @@ def _values(element: Schema) -> list[Any] | None:
         return [element["const"]]
     if "enum" in element:
         return list(element["enum"])
-    kind = element.get("type")
-    return {"boolean": [False, True], "null": [None]}.get(kind) if isinstance(kind, str) and len(element) == 1 else None
+    if element == {"type": "boolean"}:
+        return [False, True]
+    return [None] if element == {"type": "null"} else None

@@ -11,12 +11,19 @@ pattern, a format) raises `Clash`, and the rewrite refuses it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .merge import ANNOTATIONS, Clash, types_of
 
 __all__ = ["conditional", "negate"]
+
+Resolve = Callable[[Any], Any]  # a schema with its top-level `$ref` followed
+
+
+def _same(schema: Any) -> Any:
+    return schema
+
 
 _KINDS = ("object", "array", "string", "number", "boolean", "null")  # "integer" lies inside "number"
 _OPPOSITE: dict[str, tuple[str, str, int]] = {  # keyword: (its negation, the type it bounds, shift)
@@ -42,17 +49,18 @@ def conditional(node: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def negate(schema: Any) -> Any:
-    """A schema without `not` that holds exactly where `schema` fails."""
+def negate(schema: Any, resolve: Resolve = _same) -> Any:
+    """A schema without `not` that holds exactly where `schema` fails (`resolve` follows references)."""
+    schema = resolve(schema)
     if schema is True or schema is False:
         return not schema
     keys = [k for k in schema if k not in ANNOTATIONS]
     if not keys:
         return False
     if len(keys) > 1 or (keys == ["properties"] and len(schema["properties"]) > 1):
-        return {"x-cases": [negate(part) for part in _conjuncts(schema, keys)]}
+        return {"x-cases": [negate(part, resolve) for part in _conjuncts(schema, keys)]}
     ((key, value),) = ((k, schema[k]) for k in keys)
-    return _negate_one(key, value)
+    return _negate_one(key, value, resolve)
 
 
 def _conjuncts(schema: Mapping[str, Any], keys: list[str]) -> list[Any]:
@@ -72,7 +80,7 @@ def _conjuncts(schema: Mapping[str, Any], keys: list[str]) -> list[Any]:
     return parts
 
 
-def _negate_one(key: str, value: Any) -> Any:
+def _negate_one(key: str, value: Any, resolve: Resolve) -> Any:
     if key == "type":
         return _other_types(types_of({"type": value}) or frozenset())
     if key == "required":
@@ -81,11 +89,11 @@ def _negate_one(key: str, value: Any) -> Any:
         return {"properties": {value[0]: False}}
     if key == "properties":
         ((name, sub),) = value.items()
-        return {"type": "object", "required": [name], "properties": {name: negate(sub)}}
+        return {"type": "object", "required": [name], "properties": {name: negate(sub, resolve)}}
     if key == "anyOf" or (key == "oneOf" and len(value) == 1):
-        return {"allOf": [negate(part) for part in value]}
+        return {"allOf": [negate(part, resolve) for part in value]}
     if key == "allOf":
-        return {"x-cases": [negate(part) for part in value]}
+        return {"x-cases": [negate(part, resolve) for part in value]}
     if key == "not":
         return value
     if key in ("const", "enum"):
@@ -120,4 +128,5 @@ def _kind(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "boolean"
-    return {str: "string", list: "array", dict: "object"}.get(type(value), "number")
+    names: dict[type, str] = {str: "string", list: "array", dict: "object"}
+    return names.get(type(value), "number")

@@ -24,17 +24,19 @@ from typing import Any
 
 from ...core.errors import InvalidRequest, Unsupported
 from .arrays import rewrite_array
-from .automata import Dfa, compile_pattern, intersect, with_length
+from .automata import Dfa, with_length
 from .checks import checked_formats, validator
 from .formats import FORMATS
 from .merge import Clash, NoValue, merge
 from .negation import conditional, negate
 from .numbers import number_dfa
 from .objects import DEPENDENCIES, dependencies, rewrite_object
+from .oneof import separated
 from .pattern import PatternError
+from .strings import string_dfa
 from .walk import Schema, Unsatisfiable
 
-__all__ = ["Schema", "literal_safe", "rewrite", "string_dfa"]
+__all__ = ["Schema", "literal_safe", "rewrite"]
 
 log = logging.getLogger("asgi_llm.engine")
 
@@ -70,22 +72,6 @@ def rewrite(schema: Mapping[str, Any], param: str) -> Schema:
     return {**out, "x-defs": walk.defs} if walk.defs else out
 
 
-def string_dfa(node: Mapping[str, Any]) -> Dfa | None:
-    """The automaton of a rewritten string's content; None for plain strings (lengths at most)."""
-    patterns = node.get("x-patterns", [])
-    fmt = node.get("format")
-    if not patterns and fmt is None:
-        return None
-    dfa: Dfa | None = compile_pattern(f"^(?:{FORMATS[fmt]})$") if fmt is not None else None
-    for pattern in patterns:
-        one = compile_pattern(pattern)
-        dfa = one if dfa is None else intersect(dfa, one)
-    assert dfa is not None
-    if "minLength" in node or "maxLength" in node:
-        dfa = with_length(dfa, node.get("minLength", 0), node.get("maxLength"))
-    return dfa
-
-
 class _Rewrite:
     """One walk over a schema, node by node; `where` is the JSON path used in messages."""
 
@@ -96,6 +82,7 @@ class _Rewrite:
         self.recursive: set[str] = set()  # rules referred to from inside their own body
         self.defs: dict[str, Schema] = {}
         self.done: dict[str, Schema] = {}  # references rewritten already
+        self.automata: dict[str, Dfa | None] = {}  # string automata built already (a format used in fifty fields)
         self.count = 0
 
     def refuse(self, where: str, what: str) -> Unsupported:
@@ -220,21 +207,66 @@ class _Rewrite:
         out, with a warning where it is the client's (`x-cases` are the rewrite's own branches)."""
         key = next(k for k in ("anyOf", "oneOf", "x-cases") if k in node)
         options = node.pop(key)
-        alternatives: dict[str, Schema] = {}
+        written: list[tuple[int, Schema]] = []
         for i, option in enumerate(options):
             at = where if key == "x-cases" else f"{where}/{key}/{i}"
-            try:
-                out = self.node(merge([node, option]), at, depth + 1)
-            except (Unsatisfiable, NoValue) as exc:
-                if key != "x-cases":
-                    log.warning("left out of the grammar for %s: %s", self.param, exc)
-                continue
+            out = self.branch([node, option], at, depth, warn=key != "x-cases")
+            written += [(i, out)] if out is not None else []
+        if key == "oneOf" and len(written) > 1:
+            written = self.exclusive(node, options, written, where, depth)
+        alternatives: dict[str, Schema] = {}
+        for _, out in written:
             for alt in out["anyOf"] if list(out) == ["anyOf"] else [out]:
                 alternatives.setdefault(json.dumps(alt, sort_keys=True), alt)
         if not alternatives:
             raise self.no_value(where, f"no branch of '{key}' admits a value")
         kept = list(alternatives.values())
         return kept[0] if len(kept) == 1 else {"anyOf": kept}
+
+    def branch(self, parts: list[Any], at: str, depth: int, *, warn: bool) -> Schema | None:
+        """`parts` merged and rewritten; None where no value satisfies them."""
+        try:
+            return self.node(merge(parts), at, depth + 1)
+        except (Unsatisfiable, NoValue) as exc:
+            if warn:
+                log.warning("left out of the grammar for %s: %s", self.param, exc)
+            return None
+
+    def exclusive(
+        self, node: Schema, options: list[Any], written: list[tuple[int, Schema]], where: str, depth: int
+    ) -> list[tuple[int, Schema]]:
+        """A `oneOf` decoded as an `anyOf` must never write a document two branches take: a branch
+        that may meet others is held to their negations too (and left out if nothing remains)."""
+        kept = []
+        for i, out in written:
+            meets = [
+                options[j]
+                for j, theirs in written
+                if j != i and not separated(out, merge([node, options[j]]), self.follow, theirs)
+            ]
+            if not meets:
+                kept.append((i, out))
+                continue
+            at = f"{where}/oneOf/{i}"
+            try:
+                apart = [negate(option, self.follow) for option in meets]
+            except Clash as exc:
+                raise self.refuse(at, f"A 'oneOf' branch that may match another's documents ({exc})") from None
+            narrowed = self.branch([node, options[i], *apart], at, depth, warn=False)
+            kept += [(i, narrowed)] if narrowed is not None else []
+        return kept
+
+    def follow(self, schema: Any) -> Any:
+        """`schema` with its top-level `$ref`s followed (siblings merged), for the `oneOf` test."""
+        for _ in range(8):
+            if not isinstance(schema, Mapping) or "$ref" not in schema:
+                return schema
+            rest = {k: v for k, v in schema.items() if k != "$ref"}
+            try:
+                schema = merge([rest, self.pointer(schema["$ref"], "")])
+            except (NoValue, Clash, InvalidRequest):
+                return schema
+        return schema
 
     def values(self, node: Schema, where: str) -> Schema:
         """`enum` and `const`, keeping only the values the rest of the schema allows."""
@@ -287,8 +319,9 @@ class _Rewrite:
     def try_dfa(self, node: Schema, where: str, keyword: str) -> Schema:
         """`node` once its automaton is known to build (a length bound its texts never reach goes)."""
         bare = {k: v for k, v in node.items() if k not in ("minLength", "maxLength")}
+        key = json.dumps(bare, sort_keys=True)
         try:
-            dfa = string_dfa(bare)
+            dfa = self.automata[key] if key in self.automata else self.automata.setdefault(key, string_dfa(bare))
         except PatternError as exc:
             raise self.refuse(where, f"'{keyword}' ({exc})") from None
         assert dfa is not None
@@ -315,6 +348,8 @@ class _Rewrite:
         try:
             number_dfa(out)
         except PatternError as exc:
+            if str(exc) == "no number is allowed":
+                raise self.no_value(where, "no number is within the bounds") from None
             keyword = "multipleOf" if "multipleOf" in str(exc) else "the bounds"
             raise self.refuse(where, f"{keyword} ({exc})") from None
         return out

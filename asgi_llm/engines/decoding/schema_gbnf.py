@@ -17,7 +17,7 @@ from typing import Any
 from .automata import gbnf_rules
 from .counts import counted
 from .numbers import number_dfa
-from .rewrite import string_dfa
+from .strings import string_dfa
 
 __all__ = ["schema_gbnf"]
 
@@ -195,12 +195,12 @@ class _Builder:
         properties: Mapping[str, Any] = schema["properties"]
         required = [n for n in properties if n in schema["required"]]
         optional = [n for n in properties if n not in schema["required"]]
-        pairs = {
+        written = {
             n: f'{_literal(json.dumps(n, ensure_ascii=False))} space ":" space {self.rule(properties[n], f"{name}-{n}")}'
             for n in properties
         }
-        head = ' "," space '.join(pairs[n] for n in required)
-        tail = self.optional([pairs[n] for n in optional], name, len(required), least, most)
+        head = ' "," space '.join(written[n] for n in required)
+        tail = self.optional([written[n] for n in optional], name, len(required), least, most)
         return f'"{{" space {head} {tail} "}}" space'
 
     def optional(self, pairs: list[str], name: str, count: int, least: int, most: int | None) -> str:
