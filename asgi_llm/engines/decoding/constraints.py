@@ -1,48 +1,58 @@
 """What constrains a request's decoding, decided before any token: pure, no `llama_cpp` here.
 
-A forced tool call and structured output are each decoded under a JSON schema (turned into
-a grammar by the engine); the decoded events then pass through a check of the document, or
-become tool-call events. With `tool_choice: auto` the model decodes freely until it begins a
-call, and only the call is held to a grammar (`LazyCalls`); its text is searched for calls.
+A forced tool call and structured output are each decoded under a JSON schema, compiled here
+into a grammar (through the engine's `Grammars`, which keeps what it compiled); the decoded events
+then pass through a check of the document, or become tool-call events. With `tool_choice: auto`
+the model decodes freely until it begins a call, and only the call is held to a grammar
+(`LazyCalls`); its text is searched for calls. The compile is pure Python and may take seconds:
+the engine runs `constraint_for` on a worker thread, and the inference thread only hands the
+ready grammar to llama.cpp.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from jsonschema.protocols import Validator  # type: ignore[import-untyped, unused-ignore]
 
-from ...core.errors import InvalidRequest
+from ...core.errors import InvalidRequest, Unsupported
 from ...core.events import GenerationEvent
-from ...core.requests import ChatRequest, GenerationRequest, SamplingParams
-from .client_grammar import client_grammar, in_grammar
-from .grammar import Schema, checked_output, output_schema, validator
+from ...core.requests import ChatRequest, GenerationRequest, OutputFormat, SamplingParams
+from .client_grammar import in_grammar
+from .compiled import CompiledGrammar, Enforced, Grammars
+from .gbnf import Grammar
+from .grammar import Schema, checked_output, validator
 from .tool_calls import forced_calls, plan_calls
-from .tool_detect import detected_calls
+from .tool_detect import detected_calls, trigger_grammars
 
-__all__ = ["Constraint", "LazyCalls", "constraint_for", "forces_call", "new_call_id", "offers_tools"]
+__all__ = ["Constraint", "LazyCalls", "compiles", "constraint_for", "forces_call", "new_call_id", "offers_tools"]
 
+ANY_OBJECT: Schema = {"type": "object"}
 Events = Iterable[GenerationEvent | None]
 Wrap = Callable[[Events], Iterator[GenerationEvent | None]]
 
 
 @dataclass(frozen=True)
 class LazyCalls:
-    """A call begun in free text is finished under `schema` (one call object); `checks` find calls."""
+    """A call begun in free text is finished under `schema` (one call object), compiled into
+    `grammar`; `shapes` are the grammars `tool_detect.trigger_grammar` may make of it, read for the
+    closing watch, by their text. `checks` find calls."""
 
     schema: Schema | None
     checks: Mapping[str, Validator]
     parallel: bool
+    grammar: CompiledGrammar | None = None
+    shapes: Mapping[str, Grammar | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Constraint:
-    """Decode with `sampling`, under `schema` or a client's own grammar `gbnf` if one is given
-    (`param` names it in errors), calls begun in free text under `lazy`, and send each choice's
-    events through `wrap`. `distinct` is the JSON nesting level of values (calls) that must not
-    repeat: a repeat ends the output."""
+    """Decode with `sampling`, under `grammar` if one is given (compiled from `schema`, or a
+    client's own; `param` names it in errors), calls begun in free text under `lazy`, and send
+    each choice's events through `wrap`. `distinct` is the JSON nesting level of values (calls)
+    that must not repeat: a repeat ends the output."""
 
     sampling: SamplingParams
     schema: Schema | None = None
@@ -50,12 +60,12 @@ class Constraint:
     wrap: Wrap = iter
     lazy: LazyCalls | None = None
     distinct: int | None = None
-    gbnf: str | None = None
+    grammar: CompiledGrammar | None = None
 
     @property
     def held(self) -> bool:
         """Whether a grammar holds the whole output."""
-        return self.schema is not None or self.gbnf is not None
+        return self.grammar is not None
 
 
 def forces_call(request: GenerationRequest) -> bool:
@@ -67,43 +77,74 @@ def offers_tools(request: GenerationRequest) -> bool:
     return isinstance(request, ChatRequest) and bool(request.tools) and request.tool_choice != "none"
 
 
+def compiles(request: GenerationRequest) -> bool:
+    """Whether `constraint_for` has a schema or a grammar to compile for `request` (else it takes no time)."""
+    return request.sampling.output_format is not None or offers_tools(request)
+
+
 def new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
 
-def constraint_for(request: GenerationRequest, new_id: Callable[[], str] = new_call_id) -> Constraint:
+def constraint_for(
+    request: GenerationRequest, new_id: Callable[[], str] = new_call_id, grammars: Grammars | None = None
+) -> Constraint:
     """A forced call wins over structured output (its reply has no text for a format to shape),
     and structured output over `auto` tools (the format is promised; a call is only allowed).
+    Grammars are compiled through `grammars` (the engine's, which keeps them), or anew.
 
     Raises `InvalidRequest` / `Unsupported` for schemas that are invalid or cannot be enforced.
     """
     sampling = request.sampling
+    grammars = grammars if grammars is not None else Grammars(entries=0)
     if isinstance(request, ChatRequest) and forces_call(request):
-        calls = plan_calls(request.tools, request.tool_choice, request.parallel_tool_calls)
+        calls = plan_calls(request.tools, request.tool_choice, request.parallel_tool_calls, grammars=grammars)
         # The call's JSON must not be cut by a stop sequence; a call has no logprobs to report.
         sampling = replace(sampling, stop=(), logprobs=False, top_logprobs=0, output_format=None)
         wrap: Wrap = lambda events: forced_calls(events, calls, new_id)
-        return Constraint(sampling, calls.schema, "tools", wrap, distinct=1 if calls.parallel else None)
+        grammar = grammars.schema_grammar(calls.schema, "tools")
+        return Constraint(
+            sampling, calls.schema, "tools", wrap, distinct=1 if calls.parallel else None, grammar=grammar
+        )
     fmt = sampling.output_format
     if fmt is not None and fmt.kind == "grammar":
-        shape = client_grammar(fmt.grammar, fmt.param)
-        return Constraint(sampling, param=fmt.param, wrap=lambda events: in_grammar(events, shape), gbnf=fmt.grammar)
+        own = grammars.own_grammar(fmt.grammar, fmt.param)
+        shape = own.shape
+        assert shape is not None  # a client's grammar is read, or refused
+        return Constraint(sampling, param=fmt.param, wrap=lambda events: in_grammar(events, shape), grammar=own)
     if fmt is not None:
-        schema, check = output_schema(fmt)
-        return Constraint(sampling, schema, fmt.param, lambda events: checked_output(events, check))
+        enforced = _output(fmt, grammars)
+        grammar = grammars.schema_grammar(enforced.schema, fmt.param)
+        checked: Wrap = lambda events: checked_output(events, enforced.check)
+        return Constraint(sampling, enforced.schema, fmt.param, checked, grammar=grammar)
     if isinstance(request, ChatRequest) and offers_tools(request):
-        lazy = _lazy_calls(request)
+        lazy = _lazy_calls(request, grammars)
         detect: Wrap = lambda events: detected_calls(events, lazy.checks, new_id, parallel=lazy.parallel)
         return Constraint(sampling, wrap=detect, lazy=lazy)
     return Constraint(sampling)
 
 
-def _lazy_calls(request: ChatRequest) -> LazyCalls:
+def _output(fmt: OutputFormat, grammars: Grammars) -> Enforced:
+    """The schema the output is decoded under, and the check it must pass when done."""
+    if fmt.kind == "json_object":
+        return Enforced(ANY_OBJECT, validator(ANY_OBJECT))
+    return grammars.enforced(fmt.schema, fmt.param)
+
+
+def _lazy_calls(request: ChatRequest, grammars: Grammars) -> LazyCalls:
     """What `auto` needs. Tool schemas are not refused here: one decoding cannot enforce leaves
     calls unconstrained (`schema` None), and a call whose arguments do not validate stays text."""
     checks = {tool.name: validator(tool.parameters) for tool in request.tools}
+    parallel = request.parallel_tool_calls
     try:
-        plan = plan_calls(request.tools, "required", parallel=False, keys=("arguments", "parameters"))
+        plan = plan_calls(
+            request.tools, "required", parallel=False, keys=("arguments", "parameters"), grammars=grammars
+        )
     except InvalidRequest:
-        return LazyCalls(None, checks, request.parallel_tool_calls)
-    return LazyCalls(plan.schema, checks, request.parallel_tool_calls)
+        return LazyCalls(None, checks, parallel)
+    try:
+        grammar = grammars.schema_grammar(plan.schema, "tools")
+    except Unsupported:
+        return LazyCalls(plan.schema, checks, parallel)
+    shapes = {text: grammars.shape(text) for text in trigger_grammars(grammar.gbnf, parallel)}
+    return LazyCalls(plan.schema, checks, parallel, grammar, shapes)

@@ -18,7 +18,8 @@ from jsonschema.protocols import Validator  # type: ignore[import-untyped, unuse
 from ...core.errors import InternalError, Unsupported
 from ...core.events import Finish, GenerationEvent, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
 from ...core.requests import Message, ToolChoice, ToolSpec
-from .grammar import Schema, enforceable, literal_safe, validator
+from .compiled import Grammars
+from .grammar import Schema, literal_safe
 
 __all__ = ["CallPlan", "JsonValues", "Repeats", "canonical_json", "forced_calls", "plan_calls", "with_tools_note"]
 
@@ -36,12 +37,19 @@ class CallPlan:
 
 
 def plan_calls(
-    tools: Sequence[ToolSpec], choice: ToolChoice, parallel: bool, *, keys: Sequence[str] = ("arguments",)
+    tools: Sequence[ToolSpec],
+    choice: ToolChoice,
+    parallel: bool,
+    *,
+    keys: Sequence[str] = ("arguments",),
+    grammars: Grammars | None = None,
 ) -> CallPlan:
     """`choice` is "required" (any of `tools`) or a tool's name; parallel calls only with "required".
 
-    `keys` are the names the arguments may go under (Llama 3 writes "parameters").
+    `keys` are the names the arguments may go under (Llama 3 writes "parameters"); each tool's
+    parameters are compiled through `grammars` (the engine's, which keeps them), or anew.
     """
+    grammars = grammars if grammars is not None else Grammars(entries=0)
     options: list[Schema] = []
     checks: dict[str, Validator] = {}
     for i, tool in enumerate(tools):
@@ -52,12 +60,12 @@ def plan_calls(
                 "A tool name with backslashes, quotes or control characters cannot be decoded.", param=f"tools[{i}]"
             )
         parameters = tool.parameters or _NO_PARAMETERS  # no parameters: an empty argument list
-        arguments = enforceable(parameters, f"tools[{i}]", root_type="object")
-        checks[tool.name] = validator(parameters)
+        enforced = grammars.enforced(parameters, f"tools[{i}]", root_type="object")
+        checks[tool.name] = enforced.check
         options += [
             {
                 "type": "object",
-                "properties": {"name": {"const": tool.name}, key: arguments},
+                "properties": {"name": {"const": tool.name}, key: enforced.schema},
                 "required": ["name", key],
                 "additionalProperties": False,
             }

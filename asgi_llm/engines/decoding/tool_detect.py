@@ -21,7 +21,16 @@ from ...core.events import Finish, GenerationEvent, TextDelta, TokenLogprob, Too
 from .grammar import as_rule, relax_space
 from .tool_calls import Repeats
 
-__all__ = ["MARKERS", "Call", "CallDetector", "call_level", "detected_calls", "json_end", "trigger_grammar"]
+__all__ = [
+    "MARKERS",
+    "Call",
+    "CallDetector",
+    "call_level",
+    "detected_calls",
+    "json_end",
+    "trigger_grammar",
+    "trigger_grammars",
+]
 
 MARKERS = {"<tool_call>": "</tool_call>", "[TOOL_CALLS]": None, "<|python_tag|>": None}
 """Each marker that opens calls, and the one that closes each call (None: the JSON value ends it)."""
@@ -222,6 +231,14 @@ def trigger_grammar(call_gbnf: str, marker: str, call_text: str, parallel: bool)
     else:  # after Llama's python tag, or a bare object
         root = "tool-ws tool-call" + (f" (tool-ws tool-call){_MORE_CALLS}" if parallel and not marker else "")
     return f"root ::= {root}\ntool-ws ::= [ \\t\\n]{{0,20}}\n{rules}"
+
+
+def trigger_grammars(call_gbnf: str, parallel: bool) -> frozenset[str]:
+    """Every grammar `trigger_grammar` can make of `call_gbnf` (a few: they differ in their root
+    rule only), so that each is read before decoding, not on the inference thread as a call begins.
+    A call begins after one of `MARKERS` or none, and the call's text counts only for whether it
+    opens a list."""
+    return frozenset(trigger_grammar(call_gbnf, m, text, parallel) for m in ("", *MARKERS) for text in ("{", "["))
 
 
 def call_level(marker: str, call_text: str) -> int:

@@ -1,6 +1,8 @@
 """`LlamaCppEngine`: one GGUF model, its choices decoded together by a continuous-batching
 scheduler on the inference thread (runtime.py); on the event loop, the requests it serves and
-the watchdog that keeps them from waiting on a model that makes no progress (watchdog.py)."""
+the watchdog that keeps them from waiting on a model that makes no progress (watchdog.py); on
+worker threads, the grammars of their schemas (pure Python that may take seconds, which on the
+inference thread would stall every stream), kept in the engine's `Grammars`."""
 
 from __future__ import annotations
 
@@ -9,12 +11,16 @@ import logging
 from collections.abc import AsyncGenerator
 from typing import Any
 
+import anyio
+
 from ...config import ModelConfig
 from ...core.engine import EngineHealth
 from ...core.errors import ContextOverflow, ModelNotReady, Overloaded
 from ...core.events import EmbeddingResult, EngineEvent
 from ...core.ranking import RerankKind, RerankRequest, RerankResult
 from ...core.requests import EmbeddingRequest, GenerationRequest
+from ..decoding.compiled import Grammars
+from ..decoding.constraints import Constraint, compiles, constraint_for
 from ..inference_thread import Channel, InferenceThread
 from ..memory_estimate import MemoryEstimate
 from .choice import Tally
@@ -30,6 +36,11 @@ from .watchdog import OpenRequests, Watchdog
 __all__ = ["LlamaCppEngine"]
 
 log = logging.getLogger("asgi_llm.engine")
+
+COMPILES = 2
+"""Schemas one engine compiles at once, on worker threads: each holds the GIL while it runs,
+which slows the inference thread's share of every step (measured: 12 ms a token became 31 ms
+beside one compile), so a burst of new schemas waits rather than crowd the decode out."""
 
 
 class LlamaCppEngine:
@@ -47,6 +58,9 @@ class LlamaCppEngine:
         self.rerank_kind: RerankKind = "rank" if config.rerank else "judge"
         self.lora = AdapterDefaults(config)
         """Its adapters' default scales: kept across restarts in place, read by each request."""
+        self.grammars = Grammars()
+        """What its requests' schemas and grammars compiled to, kept (bounded) while it is loaded."""
+        self._compiling = anyio.CapacityLimiter(COMPILES)
 
     @property
     def supports_embeddings(self) -> bool:
@@ -185,14 +199,32 @@ class LlamaCppEngine:
         runtime.prompts.refuse_surely_too_long(request)
         if self.waiting + 1 > self.config.max_queue + runtime.scheduler.free_slots:  # a snapshot: free ones go first
             raise Overloaded("Too many requests are waiting for this model; retry shortly.")
+        runtime.check(request)
+        constraint = await self._constraint(request)
+        runtime = self._serving()  # still: the compile may have taken seconds
         channel: Channel[object] = self._thread.channel(asyncio.get_running_loop())
         ticket = Ticket(channel.send, choices=0)
         with self._requests.holding(ticket, channel):
-            if await self._thread.call(lambda: runtime.submit(request, ticket)):
+            if await self._thread.call(lambda: runtime.submit(request, ticket, constraint)):
                 async for beat in waiting(channel, ticket, timeout=self.config.queue_timeout, model=self.config.id):
                     yield beat
             async for item in channel.until(END):
                 yield item  # type: ignore[misc]
+
+    async def _constraint(self, request: GenerationRequest) -> Constraint:
+        """What holds `request`'s decoding, its schemas compiled on a worker thread (or found in
+        `grammars`); a refused one raises here, before any event. A turn to compile is waited for
+        no longer than a free sequence would be. A caller that leaves while its schema compiles
+        goes once the compile is done (kept for the next request): so no more than `COMPILES` run."""
+        if not compiles(request):
+            return constraint_for(request)
+        timeout = self.config.queue_timeout
+        with anyio.move_on_after(timeout):
+            async with self._compiling:
+                return await anyio.to_thread.run_sync(lambda: constraint_for(request, grammars=self.grammars))
+        raise Overloaded(
+            f"This request waited {timeout:g} s to compile its schema for '{self.config.id}'; retry shortly."
+        )
 
     def _loading(self, fraction: float) -> None:
         self.progress = fraction

@@ -17,7 +17,7 @@ from ...config import ModelConfig
 from ...core.errors import ModelNotReady, Unsupported
 from ...core.events import EmbeddingResult, TokenLogprob
 from ...core.requests import ChatRequest, EmbeddingRequest, GenerationRequest
-from ..decoding.constraints import Constraint, LazyCalls, constraint_for
+from ..decoding.constraints import Constraint, LazyCalls
 from ..decoding.tool_detect import MARKERS
 from ..memory_estimate import MemoryEstimate, prompt_cache_bytes
 from .batching import Scheduler
@@ -30,7 +30,7 @@ from .native import Decoder, Model, llama_log_lines, new_context, new_single_con
 from .prompt_cache import PromptCache
 from .prompts import THINK, Prompts
 from .reranking import Reranker
-from .sampling import Sampling, accepted_grammar, checked_grammar, logprob, readable
+from .sampling import Sampling, accepted_grammar, logprob
 from .threads import GovernedThreads
 
 __all__ = ["Runtime"]
@@ -133,14 +133,21 @@ class Runtime:
 
     # -- requests --------------------------------------------------------------------
 
-    def submit(self, request: GenerationRequest, ticket: Ticket) -> bool:
-        """Check the request and queue one job per choice; request errors raise here, before any
-        event. True when it waits for a free sequence."""
+    def check(self, request: GenerationRequest) -> Setting:
+        """The refusals that need no prompt read, and the request's adapter setting. Safe off the
+        inference thread too (it reads only what the load fixed): the engine asks before a
+        schema is compiled, so these come first, as they always did."""
         self.usable()
         setting = self.lora.setting(request.adapters)
         self.prompts.check_bias(request.sampling)
-        constraint = constraint_for(request)
-        prompts = self.prompts.of(request)  # first: a prompt that cannot fit costs no grammar
+        return setting
+
+    def submit(self, request: GenerationRequest, ticket: Ticket, constraint: Constraint) -> bool:
+        """Check the request and queue one job per choice under `constraint` (`constraint_for`'s,
+        compiled off this thread); request errors raise here, before any event. True when it
+        waits for a free sequence."""
+        setting = self.check(request)
+        prompts = self.prompts.of(request)  # first: a prompt that cannot fit costs no sampler
         for tokens, _ in prompts:
             self.prompts.check_fits(tokens, request)
         jobs = []
@@ -157,8 +164,9 @@ class Runtime:
         """Makes each choice of `request` (its prompt, index, echo, and whether it reports the
         prompt), sharing what its choices have in common."""
         model, params = self.model, constraint.sampling
-        grammar = self._grammar(constraint)
-        shape = readable(grammar) if grammar is not None else None
+        compiled = constraint.grammar
+        grammar = accepted_grammar(model, compiled.gbnf, constraint.param, compiled.refusal) if compiled else None
+        shape = compiled.shape if compiled is not None else None
         lazy = self._lazy(constraint.lazy) if constraint.lazy is not None else None
         chat = request if isinstance(request, ChatRequest) else None
         shown = chat is None or self.prompts.thinking(chat) is not False
@@ -199,14 +207,6 @@ class Runtime:
 
         return choice
 
-    def _grammar(self, constraint: Constraint) -> str | None:
-        """The GBNF text that holds the whole output (a client's own, or built from its schema), if any."""
-        if constraint.gbnf is not None:
-            return accepted_grammar(self.model, constraint.gbnf, constraint.param)
-        if constraint.schema is not None:
-            return checked_grammar(self.model, constraint.schema, constraint.param)
-        return None
-
     def usable(self) -> None:
         if self.failed is not None:
             raise ModelNotReady(f"The model '{self.config.id}' cannot serve: {self.failed}.")
@@ -246,10 +246,10 @@ class Runtime:
 
     def _lazy(self, calls: LazyCalls) -> tuple[LazyCalls, str | None]:
         """`auto` calls, with the grammar of one call if decoding can hold calls to it."""
-        if calls.schema is None:
+        if calls.grammar is None:
             return calls, None
         try:
-            return calls, checked_grammar(self.model, calls.schema, "tools")
+            return calls, accepted_grammar(self.model, calls.grammar.gbnf, "tools", calls.grammar.refusal)
         except Unsupported:
             return calls, None
 

@@ -19,8 +19,9 @@ from ...core.errors import InternalError, Unsupported
 from ...core.events import TokenLogprob, TopLogprob
 from ...core.requests import SamplingParams
 from ..decoding.closing import Closer
+from ..decoding.compiled import readable
 from ..decoding.constraints import LazyCalls
-from ..decoding.gbnf import Grammar, GrammarError, parse
+from ..decoding.gbnf import Grammar
 from ..decoding.grammar import Schema
 from ..decoding.schema_gbnf import schema_gbnf
 from ..decoding.tool_calls import JsonValues, canonical_json
@@ -56,15 +57,6 @@ def accepted_grammar(model: Model, gbnf: str, param: str, refusal: str = "") -> 
         raise Unsupported(refusal or f"llama.cpp cannot build the grammar in '{param}'.", param=param)
     llama_cpp.llama_sampler_free(sampler)
     return gbnf
-
-
-def readable(gbnf: str) -> Grammar | None:
-    """`gbnf` read for the closing watch; None (the output then goes unwatched) where it cannot be."""
-    try:
-        return parse(gbnf)
-    except (GrammarError, IndexError, ValueError):
-        log.warning("a generated grammar could not be read for the closing watch", exc_info=True)
-        return None
 
 
 def spelling(model: Model, text: str) -> list[int]:
@@ -354,7 +346,8 @@ class Sampling:
         primed = _primed(self._model, gbnf, trigger.call_text)
         if primed is not None:
             grammar, spelled = primed
-            self._hold(grammar, readable(gbnf), spelled)
+            shape = calls.shapes[gbnf] if gbnf in calls.shapes else readable(gbnf)  # read before, off this thread
+            self._hold(grammar, shape, spelled)
             if calls.parallel:  # calls after this one: a repeat ends the output, as for forced calls
                 self._values = JsonValues(call_level(trigger.marker or "", trigger.call_text))
                 self._watch_repeats(trigger.call_text)
