@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from asgi_llm.core import (
     Finish,
     InternalError,
+    InvalidRequest,
     Message,
     TextDelta,
     ToolCall,
@@ -180,3 +183,21 @@ def test_a_call_repeating_an_earlier_one_is_not_sent_again_nor_any_after_it() ->
     starts = [e for e in events if isinstance(e, ToolCallStart)]
     assert [(s.name, s.call_index) for s in starts] == [("get_time", 0)]
     assert events[-1] == Finish("tool_calls", Usage(5, 7))
+
+
+def _tool(name: str, parameters: dict[str, Any]) -> ToolSpec:
+    return ToolSpec(name, "", parameters)
+
+
+def test_a_tool_no_call_can_satisfy_is_not_offered_and_an_optional_impossible_argument_is_left_out() -> None:
+    impossible = {"type": "object", "properties": {"n": {"type": "integer", "enum": ["a"]}}, "required": ["n"]}
+    optional = {"type": "object", "properties": {"metrics": {"type": "integer", "enum": ["a", "b"]}, "q": {}}}
+    plan = plan_calls([_tool("broken", impossible), _tool("fine", optional)], "required", parallel=False)
+    assert "broken" not in plan.checks and "fine" in plan.checks
+    text = json.dumps(plan.schema)
+    assert "broken" not in text and "metrics" not in text
+    with pytest.raises(InvalidRequest, match="No value") as caught:
+        plan_calls([_tool("broken", impossible), _tool("fine", optional)], "broken", parallel=False)
+    assert caught.value.param == "tools[0]"
+    with pytest.raises(InvalidRequest, match="No value"):
+        plan_calls([_tool("broken", impossible)], "required", parallel=False)

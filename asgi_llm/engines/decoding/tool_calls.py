@@ -9,6 +9,7 @@ watches the decoded text, and as each call's object completes, checks it and sen
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -20,8 +21,11 @@ from ...core.events import Finish, GenerationEvent, TextDelta, ToolCallDelta, To
 from ...core.requests import Message, ToolChoice, ToolSpec
 from .compiled import Grammars
 from .grammar import Schema, literal_safe
+from .walk import Unsatisfiable
 
 __all__ = ["CallPlan", "JsonValues", "Repeats", "canonical_json", "forced_calls", "plan_calls", "with_tools_note"]
+
+log = logging.getLogger("asgi_llm.engine")
 
 MAX_PARALLEL_CALLS = 8
 _NO_PARAMETERS: Schema = {"type": "object", "properties": {}, "additionalProperties": False}
@@ -47,9 +51,12 @@ def plan_calls(
     """`choice` is "required" (any of `tools`) or a tool's name; parallel calls only with "required".
 
     `keys` are the names the arguments may go under (Llama 3 writes "parameters"); each tool's
-    parameters are compiled through `grammars` (the engine's, which keeps them), or anew.
+    parameters are compiled through `grammars` (the engine's, which keeps them), or anew. A tool
+    whose parameters no call can satisfy is left out, with a warning (a 400 when it is the one named,
+    or when none is left).
     """
     grammars = grammars if grammars is not None else Grammars(entries=0)
+    unusable: Unsatisfiable | None = None
     options: list[Schema] = []
     checks: dict[str, Validator] = {}
     for i, tool in enumerate(tools):
@@ -60,7 +67,14 @@ def plan_calls(
                 "A tool name with backslashes, quotes or control characters cannot be decoded.", param=f"tools[{i}]"
             )
         parameters = tool.parameters or _NO_PARAMETERS  # no parameters: an empty argument list
-        enforced = grammars.enforced(parameters, f"tools[{i}]", root_type="object")
+        try:
+            enforced = grammars.enforced(parameters, f"tools[{i}]", root_type="object")
+        except Unsatisfiable as exc:  # no call of it could be valid: it is not offered
+            if choice == tool.name:
+                raise
+            log.warning("tool %r is not offered: %s", tool.name, exc)
+            unusable = exc
+            continue
         checks[tool.name] = enforced.check
         options += [
             {
@@ -71,6 +85,8 @@ def plan_calls(
             }
             for key in keys
         ]
+    if not options and unusable is not None:
+        raise unusable
     if not options:
         raise InternalError("A forced tool call names no tool of the request's.")
     call = options[0] if len(options) == 1 else {"anyOf": options}
