@@ -10,17 +10,13 @@ from typing import Any
 import jsonschema
 import pytest
 
-from asgi_llm.engines.decoding.closing import Closer
 from asgi_llm.engines.decoding.gbnf import parse
-from asgi_llm.engines.decoding.grammar import enforceable
 from asgi_llm.engines.decoding.recognizer import Position
 from asgi_llm.engines.decoding.schema_gbnf import schema_gbnf
 from asgi_llm.engines.llamacpp.sampling import spelling
 
-END = 0
-WORDS = ['"}', '"]', '": "', '", "', "ab", "Parisian, ", '{"', "}]", "]}"]
-VOCAB = ["<end>", *WORDS, *(chr(c) for c in range(32, 127))]
-IDS = {piece: i for i, piece in enumerate(VOCAB)}
+from .closing_harness import END, IDS, closer, grammar_of, run, tokenize, writer
+
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -32,45 +28,6 @@ SCHEMA: dict[str, Any] = {
 }
 
 
-def tokenize(text: str) -> list[int]:
-    """Longest match first, as a BPE vocabulary would mostly do."""
-    out, i = [], 0
-    while i < len(text):
-        piece = max((p for p in VOCAB[1:] if text.startswith(p, i)), key=len)
-        out.append(IDS[piece])
-        i += len(piece)
-    return out
-
-
-def piece(token: int) -> bytes:
-    return b"" if token == END else VOCAB[token].encode()
-
-
-def run(schema: dict[str, Any], budget: int, wants: Callable[[str], str]) -> tuple[str, bool, bool]:
-    """A model that writes `wants(text so far)` where the grammar lets it; the output, whether it
-    ended on its own (an end token), and whether the closer cut it."""
-    grammar = parse(schema_gbnf(enforceable(schema, "s")))
-    closer = Closer(grammar, tokenize, piece, lambda t: t == END, END)
-    judge = Position(grammar)  # stands in for llama.cpp's grammar sampler
-    text = ""
-
-    def allows(token: int) -> bool:
-        return judge.complete if token == END else not judge.advance(VOCAB[token]).dead
-
-    for left in range(budget, 0, -1):
-        wanted = wants(text)
-        choice = next((t for t in tokenize(wanted)[:1] if allows(t)), None) if wanted else END
-        if choice is None:
-            choice = next(t for t in range(1, len(VOCAB)) if allows(t))
-        token = closer.choose(choice, left, allows)
-        assert allows(token), (text, VOCAB[token])
-        if token == END:
-            return text, True, closer.cut
-        text += VOCAB[token]
-        judge = judge.advance(VOCAB[token])
-    return text, False, closer.cut
-
-
 def rambler(text: str) -> str:
     """Opens everything, then talks inside its first string forever."""
     if not text:
@@ -80,9 +37,8 @@ def rambler(text: str) -> str:
 
 @pytest.mark.parametrize("budget", [38, 39, 40, 44, 60, 100])
 def test_a_model_that_never_stops_is_closed_in_budget(budget: int) -> None:
-    least = Closer(parse(schema_gbnf(enforceable(SCHEMA, "s"))), tokenize, piece, bool, END)
-    assert least.least() == 38
-    text, _, cut = run(SCHEMA, budget, rambler)
+    assert closer(grammar_of(SCHEMA)).least() == 38
+    text, _, cut = run(grammar_of(SCHEMA), budget, writer(rambler))
     jsonschema.validate(json.loads(text), SCHEMA)
     assert cut
     assert len(tokenize(text)) <= budget
@@ -92,19 +48,18 @@ def test_a_model_that_never_stops_is_closed_in_budget(budget: int) -> None:
 
 def test_a_model_that_finishes_is_let_be() -> None:
     document = '{"city": "ab", "tags": [], "inner": {"note": "ab"}}'
-    text, ended, cut = run(SCHEMA, 64, lambda text: document[len(text) :])
+    text, ended, cut = run(grammar_of(SCHEMA), 64, writer(lambda text: document[len(text) :]))
     assert (text, ended, cut) == (document, True, False)
 
 
 def test_an_early_close_is_not_a_cut() -> None:
-    grammar = parse(schema_gbnf({"type": "array", "items": {"type": "integer"}}))
-    closer = Closer(grammar, tokenize, piece, lambda t: t == END, END)
-    closer.took("[1, 1")
-    closer.close()
+    watch = closer(parse(schema_gbnf({"type": "array", "items": {"type": "integer"}})))
+    watch.took("[1, 1")
+    watch.close()
     always: Callable[[int], bool] = lambda token: True
-    assert VOCAB[closer.choose(IDS[","], 100, always)] == "]"
-    assert closer.choose(IDS[","], 99, always) == END
-    assert not closer.cut
+    assert watch.choose(IDS[","], 100, always) == IDS["]"]
+    assert watch.choose(IDS[","], 99, always) == END
+    assert not watch.cut
 
 
 class SentencePieceLike:
@@ -127,3 +82,44 @@ def test_endings_are_spelled_without_a_leading_space() -> None:
     model: Any = SentencePieceLike()
     tokens = spelling(model, '"}]')
     assert b"".join(model.piece(t) for t in tokens) == b'"}]'
+
+
+def nested_kinds(kinds: int, depth: int) -> dict[str, Any]:
+    """The shape that made a real schema's outputs too ambiguous to follow (JSONSchemaBench's
+    Github_ultra/o18949: 79 kinds of check, each an object whose properties are all optional):
+    an `anyOf` of objects that `{"props": ` does not tell apart, nested, so a text `depth`
+    levels in is open in `kinds ** depth` ways, each one parse stack to llama.cpp's sampler."""
+    defs: dict[str, Any] = {
+        "l0": {"type": "object", "properties": {"on": {"type": "boolean"}}, "additionalProperties": False}
+    }
+    for level in range(1, depth + 1):
+        options = [{"type": {"const": f"k{i}"}, "props": {"$ref": f"#/$defs/l{level - 1}"}} for i in range(kinds)]
+        defs[f"l{level}"] = {
+            "anyOf": [{"type": "object", "properties": p, "additionalProperties": False} for p in options]
+        }
+    return {"$defs": defs, "type": "array", "items": {"$ref": f"#/$defs/l{depth}"}}
+
+
+def test_ambiguous_nesting_is_followed_exactly() -> None:
+    schema = nested_kinds(3, 6)  # 3 ** 6 ways
+    text = "[" + '{"props": ' * 6 + '{"on": true}' + "}" * 6 + "]"
+    check = jsonschema.Draft202012Validator(schema)
+    position = Position(grammar_of(schema))
+    for i, ch in enumerate(text):
+        position = position.advance(ch)
+        ending = position.ending()
+        assert len(ending) == position.distance, text[: i + 1]
+        check.validate(json.loads(text[: i + 1] + ending))
+    assert position.complete
+
+
+@pytest.mark.parametrize("budget", [2, 30, 50, 64])
+def test_a_model_lost_in_ambiguous_nesting_is_closed_in_budget(budget: int, caplog: pytest.LogCaptureFixture) -> None:
+    schema = nested_kinds(3, 6)
+    grammar = grammar_of(schema)
+    assert closer(grammar).least() == 2
+    document = "[" + '{"props": ' * budget
+    text, _, cut = run(grammar, budget, writer(lambda text: document[len(text) :]))
+    jsonschema.validate(json.loads(text), schema)
+    assert cut and text.count('"props"') >= budget // 11  # 9 tokens open a level, 1 closes it
+    assert not caplog.records  # the watch never lost its place

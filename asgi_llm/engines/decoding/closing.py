@@ -15,7 +15,7 @@ import codecs
 import logging
 from collections.abc import Callable
 
-from .gbnf import Grammar, GrammarError
+from .gbnf import Grammar
 from .recognizer import Position
 
 __all__ = ["Closer"]
@@ -65,7 +65,7 @@ class Closer:
             return token
         if not self.closing:
             after, decoder = self._after(position, self._piece(token))
-            if after is None or after.dead:
+            if after.dead:
                 log.warning("the closing watch lost the output's place in its grammar")
                 self._position = None
                 return token
@@ -102,13 +102,9 @@ class Closer:
         single = self._tokenize(ending[0])
         return single[0] if len(single) == 1 and allows(single[0]) else None
 
-    def _after(self, position: Position, text: bytes | str) -> tuple[Position | None, codecs.IncrementalDecoder]:
-        """The position after `text` (None where it cannot be followed), and the UTF-8 decoder after it."""
+    def _after(self, position: Position, text: bytes | str) -> tuple[Position, codecs.IncrementalDecoder]:
+        """The position after `text` (followed however ambiguous the grammar), and the UTF-8 decoder after it."""
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         decoder.setstate(self._utf8.getstate())
         chars = decoder.decode(text) if isinstance(text, bytes) else text
-        try:
-            return position.advance(chars), decoder
-        except GrammarError:
-            log.warning("the closing watch gave up on an output too ambiguous to follow")
-            return None, decoder
+        return position.advance(chars), decoder
