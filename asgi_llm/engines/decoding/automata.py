@@ -14,9 +14,9 @@ from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from .pattern import ANY, Node, PatternError, Ranges, normalize, parse_pattern
+from .pattern import ANY, Node, PatternError, Ranges, complement, normalize, parse_pattern
 
-__all__ = ["Dfa", "compile_pattern", "gbnf_rules", "intersect", "with_length", "with_residue"]
+__all__ = ["Dfa", "compile_pattern", "gbnf_rules", "intersect", "literals", "negated", "with_length", "with_residue"]
 
 MAX_STATES = 3000
 Edge = tuple[Ranges, int]
@@ -212,6 +212,22 @@ def _product(a: Dfa, b: Dfa) -> Dfa:
 def intersect(a: Dfa, b: Dfa) -> Dfa:
     """Strings both accept."""
     return a if a.empty else _product(a, b) if not b.empty else b
+
+
+def negated(dfa: Dfa) -> Dfa:
+    """The strings (of characters a pattern may hold) that `dfa` does not accept."""
+
+    def step(state: Any) -> list[tuple[Ranges, Hashable]]:  # a state of `dfa`, or None: left it for good
+        edges = list(dfa.edges[state]) if state is not None else []
+        rest = complement(normalize([r for ranges, _ in edges for r in ranges]), ANY)
+        return [*edges, *([(rest, None)] if rest else [])]
+
+    return _determinize(None if dfa.empty else 0, step, lambda s: s is None or s not in dfa.accept)
+
+
+def literals(texts: Collection[str]) -> Dfa:
+    """Exactly the strings `texts`."""
+    return compile_pattern(("alt", [("cat", [("set", ((ord(c), ord(c)),)) for c in text]) for text in texts]))
 
 
 def with_length(dfa: Dfa, least: int, most: int | None) -> Dfa:

@@ -80,7 +80,7 @@ def _combine(merged: Schema, key: str, value: Any) -> None:
         merged[key] = _type_meet(old, value)
     elif key in ("enum", "const"):
         _values_meet(merged, key, value)
-    elif key in ("required", "x-except"):
+    elif key in ("required", "x-except", "x-antipatterns"):
         merged[key] = list(dict.fromkeys([*old, *value]))
     elif key == "pattern":
         merged[key] = [*(old if isinstance(old, list) else [old]), value]

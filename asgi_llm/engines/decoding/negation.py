@@ -11,7 +11,7 @@ pattern, a format) raises `Clash`, and the rewrite refuses it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from .merge import ANNOTATIONS, Clash, types_of
@@ -49,12 +49,23 @@ def conditional(node: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def negate(schema: Any, resolve: Resolve = _same) -> Any:
-    """A schema without `not` that holds exactly where `schema` fails (`resolve` follows references)."""
+def negate(schema: Any, resolve: Resolve = _same, names: Collection[str] | None = None) -> Any:
+    """A schema without `not` that holds exactly where `schema` fails (`resolve` follows references),
+    among objects whose keys are all in `names` where it is given (a closed object's properties)."""
     schema = resolve(schema)
     if schema is True or schema is False:
         return not schema
+    if names is not None:
+        if any(n not in names for n in schema.get("required", [])):
+            return True  # it asks for a key these objects never have
+        inside = {n: v for n, v in schema.get("properties", {}).items() if n in names}
+        schema = {k: v for k, v in schema.items() if k != "properties"} | ({"properties": inside} if inside else {})
     keys = [k for k in schema if k not in ANNOTATIONS]
+    if names is not None and schema.get("additionalProperties") is False and "patternProperties" not in schema:
+        extra = sorted(set(names) - set(schema.get("properties", {})))
+        keys.remove("additionalProperties")
+        schema = {**schema, "x-extra": extra}
+        keys.append("x-extra")
     if not keys:
         return False
     if len(keys) > 1 or (keys == ["properties"] and len(schema["properties"]) > 1):
@@ -87,6 +98,8 @@ def _negate_one(key: str, value: Any, resolve: Resolve) -> Any:
         if len(value) != 1:
             return {"x-cases": [{"properties": {n: False}} for n in value]} if value else False
         return {"properties": {value[0]: False}}
+    if key == "properties" and not value:
+        return False
     if key == "properties":
         ((name, sub),) = value.items()
         return {"type": "object", "required": [name], "properties": {name: negate(sub, resolve)}}
@@ -96,6 +109,10 @@ def _negate_one(key: str, value: Any, resolve: Resolve) -> Any:
         return {"x-cases": [negate(part, resolve) for part in value]}
     if key == "not":
         return value
+    if key == "x-extra":  # a key outside the declared ones: one of these present
+        return {"x-cases": [{"type": "object", "required": [n]} for n in value]} if value else False
+    if key == "pattern":
+        return {"type": "string", "x-antipatterns": [value]}
     if key in ("const", "enum"):
         return _other_values([value] if key == "const" else value)
     if key in _OPPOSITE:

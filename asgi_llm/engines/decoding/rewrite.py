@@ -53,7 +53,7 @@ _BY_TYPE = {
     "number": frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}),
 }
 _STRUCTURE = frozenset({"type", "enum", "const", "$ref", "$defs", "definitions", "allOf", "anyOf", "oneOf", "$id"})
-_STRUCTURE |= {"not", "if", "then", "else", "x-except", "x-cases", *DEPENDENCIES}
+_STRUCTURE |= {"not", "if", "then", "else", "x-except", "x-antipatterns", "x-cases", *DEPENDENCIES}
 _KNOWN = _STRUCTURE | _UNENFORCEABLE | frozenset().union(*_BY_TYPE.values())
 _MAX_DEPTH = 64
 _MAX_NODES = 20_000
@@ -249,7 +249,8 @@ class _Rewrite:
                 continue
             at = f"{where}/oneOf/{i}"
             try:
-                apart = [negate(option, self.follow) for option in meets]
+                names = out["properties"].keys() if out.get("additionalProperties") is False else None
+                apart = [negate(option, self.follow, names) for option in meets]
             except Clash as exc:
                 raise self.refuse(at, f"A 'oneOf' branch that may match another's documents ({exc})") from None
             narrowed = self.branch([node, options[i], *apart], at, depth, warn=False)
@@ -294,8 +295,6 @@ class _Rewrite:
         return self.kinds(node, kinds, where, depth)
 
     def string(self, node: Schema, where: str) -> Schema:
-        if "x-except" in node:
-            raise self.refuse(where, "'not' of the values of a string")
         fmt = node.get("format")
         least, most = node.get("minLength", 0), node.get("maxLength")
         if most is not None and least > most:
@@ -308,12 +307,17 @@ class _Rewrite:
         pattern = node.get("pattern", [])
         if pattern:
             out["x-patterns"] = pattern if isinstance(pattern, list) else [pattern]
+        excluded = [v for v in node.get("x-except", []) if isinstance(v, str)]
+        if excluded:
+            out["x-except"] = excluded
+        if node.get("x-antipatterns"):
+            out["x-antipatterns"] = node["x-antipatterns"]
         if least:
             out["minLength"] = least
         if most is not None:
             out["maxLength"] = most
-        if "format" in out or pattern:
-            return self.try_dfa(out, where, "pattern" if pattern else "format")
+        if {"format", "x-patterns", "x-except", "x-antipatterns"} & out.keys():
+            return self.try_dfa(out, where, "pattern" if pattern else "format" if fmt in FORMATS else "not")
         return out
 
     def try_dfa(self, node: Schema, where: str, keyword: str) -> Schema:
