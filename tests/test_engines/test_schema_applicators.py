@@ -216,6 +216,12 @@ CASES: list[tuple[str, dict[str, Any], list[Any], list[Any]]] = [
         [{}, {"and": 1, "or": 2}],
     ),
     (
+        "not-items-vendor-keys",
+        {"type": "array", "not": {"items": {"type": "string"}, "x-vendor": 1, "name": "texts"}},
+        [[1], ["a", None]],
+        [[], ["a", "b"]],
+    ),
+    (
         "optional-unsatisfiable-property-left-out",
         {"type": "object", "properties": {"a": {"type": "integer", "enum": ["x"]}, "b": {"type": "string"}}},
         [{}, {"b": "x"}],

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from .merge import ANNOTATIONS, Clash, types_of
+from .merge import Clash, types_of
 
 __all__ = ["conditional", "negate"]
 
@@ -26,6 +26,14 @@ def _same(schema: Any) -> Any:
 
 
 _KINDS = ("object", "array", "string", "number", "boolean", "null")  # "integer" lies inside "number"
+_KEYWORDS = frozenset(  # what constrains a value; any other key of a schema is vacuous here
+    {"type", "enum", "const", "required", "properties", "additionalProperties", "patternProperties", "items"}
+    | {"prefixItems", "additionalItems", "contains", "minContains", "maxContains", "uniqueItems", "pattern"}
+    | {"format", "multipleOf", "anyOf", "oneOf", "allOf", "not", "$ref", "if", "then", "else", "propertyNames"}
+    | {"dependencies", "dependentRequired", "dependentSchemas", "unevaluatedItems", "unevaluatedProperties"}
+    | {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "minItems"}
+    | {"maxItems", "minProperties", "maxProperties", "x-except", "x-antipatterns", "x-cases"}
+)
 _OPPOSITE: dict[str, tuple[str, str, int]] = {  # keyword: (its negation, the type it bounds, shift)
     "minimum": ("exclusiveMaximum", "number", 0),
     "maximum": ("exclusiveMinimum", "number", 0),
@@ -60,7 +68,7 @@ def negate(schema: Any, resolve: Resolve = _same, names: Collection[str] | None 
             return True  # it asks for a key these objects never have
         inside = {n: v for n, v in schema.get("properties", {}).items() if n in names}
         schema = {k: v for k, v in schema.items() if k != "properties"} | ({"properties": inside} if inside else {})
-    keys = [k for k in schema if k not in ANNOTATIONS]
+    keys = [k for k in schema if k in _KEYWORDS]
     if names is not None and schema.get("additionalProperties") is False and "patternProperties" not in schema:
         extra = sorted(set(names) - set(schema.get("properties", {})))
         keys.remove("additionalProperties")
@@ -111,6 +119,8 @@ def _negate_one(key: str, value: Any, resolve: Resolve) -> Any:
         return value
     if key == "x-extra":  # a key outside the declared ones: one of these present
         return {"x-cases": [{"type": "object", "required": [n]} for n in value]} if value else False
+    if key == "items" and isinstance(value, Mapping | bool):  # some item fails it
+        return {"type": "array", "contains": negate(value, resolve)}
     if key == "pattern":
         return {"type": "string", "x-antipatterns": [value]}
     if key in ("const", "enum"):

@@ -120,7 +120,7 @@ class _Rewrite:
     def positive(self, node: Schema) -> Schema:
         """`node` without `not`, `if`/`then`/`else` and dependencies: what they say, as parts to merge."""
         if "not" in node:
-            node = merge([{k: v for k, v in node.items() if k != "not"}, negate(node.pop("not"))])
+            node = merge([{k: v for k, v in node.items() if k != "not"}, negate(node.pop("not"), self.follow)])
         if "if" in node:
             node = conditional(node)
         node.pop("then", None)
