@@ -249,7 +249,7 @@ class _Rewrite:
                 continue
             at = f"{where}/oneOf/{i}"
             try:
-                names = out["properties"].keys() if out.get("additionalProperties") is False else None
+                names = _closed_names(out)
                 apart = [negate(option, self.follow, names) for option in meets]
             except Clash as exc:
                 raise self.refuse(at, f"A 'oneOf' branch that may match another's documents ({exc})") from None
@@ -258,13 +258,15 @@ class _Rewrite:
         return kept
 
     def follow(self, schema: Any) -> Any:
-        """`schema` with its top-level `$ref`s followed (siblings merged), for the `oneOf` test."""
+        """`schema` with its top-level `$ref`s followed and `allOf`s merged, for the `oneOf` test."""
         for _ in range(8):
-            if not isinstance(schema, Mapping) or "$ref" not in schema:
+            if not isinstance(schema, Mapping) or not {"$ref", "allOf"} & schema.keys():
                 return schema
-            rest = {k: v for k, v in schema.items() if k != "$ref"}
+            key = "$ref" if "$ref" in schema else "allOf"
+            rest = {k: v for k, v in schema.items() if k != key}
             try:
-                schema = merge([rest, self.pointer(schema["$ref"], "")])
+                parts = [self.pointer(schema["$ref"], "")] if key == "$ref" else list(schema["allOf"])
+                schema = merge([rest, *parts])
             except (NoValue, Clash, InvalidRequest):
                 return schema
         return schema
@@ -357,6 +359,14 @@ class _Rewrite:
             keyword = "multipleOf" if "multipleOf" in str(exc) else "the bounds"
             raise self.refuse(where, f"{keyword} ({exc})") from None
         return out
+
+
+def _closed_names(written: Schema) -> set[str] | None:
+    """The keys a rewritten schema's objects can have, where they are all closed objects."""
+    alternatives = written["anyOf"] if list(written) == ["anyOf"] else [written]
+    if not all(alt.get("type") == "object" and alt.get("additionalProperties") is False for alt in alternatives):
+        return None
+    return {name for alt in alternatives for name in alt["properties"]}
 
 
 def _rule_name(ref: str, key: str, param: str) -> str:
