@@ -52,25 +52,16 @@ def _where(text: str, error: GrammarError) -> str:
 def in_grammar(events: Iterable[GenerationEvent | None], grammar: Grammar) -> Iterator[GenerationEvent | None]:
     """One choice's events, passed on; a choice that ends on its own must have written a sentence
     of `grammar` (one its budget ended was closed inside it by the closing watch, where the room
-    left allowed). One cut by a stop sequence is incomplete by the client's own choice; a text too
-    ambiguous to follow goes unchecked (llama.cpp's sampler held it all the same)."""
-    position: Position | None = Position(grammar)
+    left allowed). One cut by a stop sequence is incomplete by the client's own choice."""
+    position = Position(grammar)
     for event in events:
-        if isinstance(event, TextDelta) and position is not None:
-            try:
-                position = position.advance(event.text)
-            except GrammarError:
-                position = None
+        if isinstance(event, TextDelta):
+            position = position.advance(event.text)
         elif (
             isinstance(event, Finish)
             and event.reason == "stop"
             and event.stop_sequence is None
-            and not _may_end(position)
+            and not position.complete
         ):
             raise InternalError("The model's output does not match the requested grammar.")
         yield event
-
-
-def _may_end(position: Position | None) -> bool:
-    """Whether the text may end here (unknown where it could not be followed: taken as yes)."""
-    return position is None or position.complete
