@@ -167,6 +167,12 @@ CASES: list[tuple[str, dict[str, Any], list[Any], list[Any]]] = [
         [[], ["r", "r"]],
     ),
     (
+        "unique-enum-at-least-two",
+        {"type": "array", "items": {"enum": ["r", "g", "b"]}, "uniqueItems": True, "minItems": 2, "maxItems": 2},
+        [["r", "g"], ["g", "b"], ["r", "b"]],
+        [["b"], ["r"], ["r", "g", "b"]],
+    ),
+    (
         "unique-booleans",
         {"type": "array", "items": {"type": "boolean"}, "uniqueItems": True},
         [[], [False, True]],

@@ -171,14 +171,17 @@ class _Builder:
         most = len(values) if most is None else min(most, len(values))
         cap = most if most < len(values) else least
 
+        def fits(j: int, n: int) -> bool:  # value j as the n-th item, with enough values left after it
+            return n <= most and n + len(values) - 1 - j >= least
+
         def after(i: int, n: int) -> str:
             rule = f"{name}-u{i}-{min(n, cap)}"
             if rule not in self.rules:
-                alts = [f'"," space {texts[j]} {after(j, n + 1)}' for j in range(i + 1, len(values)) if n < most]
-                self.rules[rule] = " | ".join(alts + (['""'] if n >= least else [])) or '""'
+                alts = [f'"," space {texts[j]} {after(j, n + 1)}' for j in range(i + 1, len(values)) if fits(j, n + 1)]
+                self.rules[rule] = " | ".join(alts + (['""'] if n >= least else []))
             return rule
 
-        first = [f"{texts[j]} {after(j, 1)}" for j in range(len(values)) if most]
+        first = [f"{texts[j]} {after(j, 1)}" for j in range(len(values)) if fits(j, 1)]
         return f"({' | '.join(first + ([chr(34) * 2] if not least else []))})"
 
     def object(self, schema: Mapping[str, Any], name: str) -> str:
