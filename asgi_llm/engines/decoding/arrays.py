@@ -30,14 +30,18 @@ def rewrite_array(walk: Walker, node: Schema, where: str, depth: int) -> Schema:
     if prefix is None and isinstance(items, list):  # draft 7 tuples
         prefix, items = items, node.get("additionalItems")
     unique = bool(node.get("uniqueItems")) and (most is None or most > 1)
+    if "contains" in node and "maxContains" in node:
+        raise walk.refuse(where, "'maxContains'")
+    if prefix is not None and "contains" in node and node.get("minContains", 1) > 0:
+        raise walk.refuse(where, "'contains' beside a tuple")
     if prefix is not None:
         tuple_ = _tuple(walk, prefix, items, least, most, where, depth)
         if unique and len(tuple_["prefixItems"]) + (tuple_.get("maxItems", 2) if "items" in tuple_ else 0) > 1:
             raise walk.refuse(where, "'uniqueItems' on a tuple")
         return tuple_
     if "contains" in node and node.get("minContains", 1) > 0:
-        if unique or most is not None or "maxContains" in node:
-            raise walk.refuse(where, "'contains' beside 'maxItems', 'maxContains' or 'uniqueItems'")
+        if unique or most is not None:
+            raise walk.refuse(where, "'contains' beside 'maxItems' or 'uniqueItems'")
         return _contains(walk, node, least, where, depth)
     try:
         element = walk.node(True if items is None else items, f"{where}/items", depth + 1)

@@ -35,6 +35,7 @@ _TIGHTEST: dict[str, Callable[[Any, Any], Any]] = {
 _SUBSCHEMA = frozenset({"items", "additionalItems", "propertyNames", "contains", "additionalProperties"})
 _RESIDUAL = frozenset({"$ref", "anyOf", "oneOf", "x-cases", "if", "then", "else"})
 _OBJECT = ("properties", "patternProperties", "additionalProperties")
+_ARRAY = ("items", "prefixItems", "additionalItems")
 
 
 class NoValue(ValueError):
@@ -64,6 +65,10 @@ def merge(parts: Iterable[Any]) -> Schema:
         part = {k: v for k, v in part.items() if k not in ANNOTATIONS}
         if any(k in merged for k in _OBJECT) and any(k in part for k in _OBJECT):
             merged, part = _cross_objects(merged, part)
+        if any(k in merged for k in _ARRAY) and any(k in part for k in _ARRAY):
+            merged, part = _tuples(merged), _tuples(part)
+            if "prefixItems" in merged or "prefixItems" in part:
+                merged, part = _cross_tuples(merged, part)
         for key, value in part.items():
             if key not in merged:
                 merged[key] = value
@@ -155,6 +160,29 @@ def _cross_objects(left: Schema, right: Schema) -> tuple[Schema, Schema]:
     if not right["properties"]:
         del right["properties"]
     return left, right
+
+
+def _tuples(schema: Schema) -> Schema:
+    """Draft 7's tuples (`items` a list, `additionalItems`) in 2020-12's words."""
+    if not isinstance(schema.get("items"), list):
+        return schema
+    out = {k: v for k, v in schema.items() if k not in ("items", "additionalItems")}
+    out["prefixItems"] = schema["items"]
+    return out | ({"items": schema["additionalItems"]} if "additionalItems" in schema else {})
+
+
+def _cross_tuples(left: Schema, right: Schema) -> tuple[Schema, Schema]:
+    """Both sides as tuples of one length, each position held to both (a side without a tuple,
+    or a shorter one, holds its extra positions to its `items`)."""
+    size = max(len(left.get("prefixItems", [])), len(right.get("prefixItems", [])))
+
+    def padded(side: Schema) -> Schema:
+        prefix = list(side.get("prefixItems", []))
+        return {**side, "prefixItems": prefix + [side.get("items", True)] * (size - len(prefix))}
+
+    left, right = padded(left), padded(right)
+    both = [{"allOf": [a, b]} for a, b in zip(left["prefixItems"], right["prefixItems"], strict=True)]
+    return {**left, "prefixItems": both}, {k: v for k, v in right.items() if k != "prefixItems"}
 
 
 def _held(properties: Mapping[str, Any], other: Schema, names: Iterable[str]) -> dict[str, Any]:
