@@ -222,6 +222,12 @@ CASES: list[tuple[str, dict[str, Any], list[Any], list[Any]]] = [
         [{}, {"and": 1, "or": 2}],
     ),
     (
+        "not-one-of",
+        {"type": "integer", "minimum": 0, "maximum": 9, "not": {"oneOf": [{"maximum": 3}, {"minimum": 2}]}},
+        [2, 3],
+        [0, 1, 4, 9],
+    ),
+    (
         "not-items-vendor-keys",
         {"type": "array", "not": {"items": {"type": "string"}, "x-vendor": 1, "name": "texts"}},
         [[1], ["a", None]],

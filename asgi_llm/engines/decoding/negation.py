@@ -25,6 +25,7 @@ def _same(schema: Any) -> Any:
     return schema
 
 
+_MAX_ONE_OF = 4  # a `not` of a `oneOf` becomes one case per pair of its branches
 _KINDS = ("object", "array", "string", "number", "boolean", "null")  # "integer" lies inside "number"
 _KEYWORDS = frozenset(  # what constrains a value; any other key of a schema is vacuous here
     {"type", "enum", "const", "required", "properties", "additionalProperties", "patternProperties", "items"}
@@ -113,6 +114,9 @@ def _negate_one(key: str, value: Any, resolve: Resolve) -> Any:
         return {"type": "object", "required": [name], "properties": {name: negate(sub, resolve)}}
     if key == "anyOf" or (key == "oneOf" and len(value) == 1):
         return {"allOf": [negate(part, resolve) for part in value]}
+    if key == "oneOf" and len(value) <= _MAX_ONE_OF:  # none of them, or two at once
+        pairs = [{"allOf": [a, b]} for i, a in enumerate(value) for b in value[i + 1 :]]
+        return {"x-cases": [{"allOf": [negate(part, resolve) for part in value]}, *pairs]}
     if key == "allOf":
         return {"x-cases": [negate(part, resolve) for part in value]}
     if key == "not":
