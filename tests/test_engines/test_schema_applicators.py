@@ -6,15 +6,15 @@ the shortest ending (what the closing watch writes at a tight budget) validates.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
 from asgi_llm.engines.decoding.gbnf import parse
-from asgi_llm.engines.decoding.grammar import enforceable, validator
-from asgi_llm.engines.decoding.recognizer import Position
+from asgi_llm.engines.decoding.grammar import enforceable
 from asgi_llm.engines.decoding.schema_gbnf import schema_gbnf
+
+from .schema_checks import closes_from_every_prefix, takes_and_refuses
 
 TREE = {
     "$defs": {
@@ -242,40 +242,19 @@ CASES: list[tuple[str, dict[str, Any], list[Any], list[Any]]] = [
 ]
 
 
-def _text(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def _grammar(schema: dict[str, Any]) -> Any:
-    return parse(schema_gbnf(enforceable(schema, "format")))
-
-
 @pytest.mark.parametrize(("schema", "good", "bad"), [pytest.param(*c[1:], id=c[0]) for c in CASES])
 def test_the_grammar_takes_valid_documents_and_refuses_invalid_ones(
     schema: dict[str, Any], good: list[Any], bad: list[Any]
 ) -> None:
-    check, grammar = validator(schema), _grammar(schema)
-    for value in good:
-        assert check.is_valid(value), value
-        assert Position(grammar).advance(_text(value)).complete, value
-    for value in bad:
-        assert not check.is_valid(value), value
-        assert not Position(grammar).advance(_text(value)).complete, value
-    shortest = grammar.shortest["root"]
-    assert check.is_valid(json.loads(shortest)), shortest
+    takes_and_refuses(schema, good, bad)
 
 
 @pytest.mark.parametrize(("schema", "good", "bad"), [pytest.param(*c[1:], id=c[0]) for c in CASES])
 def test_every_prefix_of_a_valid_document_closes_validly(
     schema: dict[str, Any], good: list[Any], bad: list[Any]
 ) -> None:
-    check, grammar = validator(schema), _grammar(schema)
-    text = _text(good[-1])
-    for cut in range(0, len(text) + 1, max(1, len(text) // 60)):
-        position = Position(grammar).advance(text[:cut])
-        assert not position.dead, text[:cut]
-        ended = text[:cut] + position.ending()
-        assert check.is_valid(json.loads(ended)), ended
+    """What the closing watch does at any budget: from any point of the output, the shortest ending validates."""
+    closes_from_every_prefix(schema, good[-1], cuts=60)
 
 
 def test_a_one_of_whose_branches_may_meet_is_refused_not_loosened() -> None:

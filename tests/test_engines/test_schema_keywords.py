@@ -4,15 +4,11 @@ runs out) validates with jsonschema, formats checked."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
-from asgi_llm.engines.decoding.gbnf import parse
-from asgi_llm.engines.decoding.grammar import enforceable, validator
-from asgi_llm.engines.decoding.recognizer import Position
-from asgi_llm.engines.decoding.schema_gbnf import schema_gbnf
+from .schema_checks import closes_from_every_prefix, takes_and_refuses
 
 CASES: list[tuple[str, dict[str, Any], list[Any], list[Any]]] = [
     ("minimum-maximum", {"type": "integer", "minimum": 5, "maximum": 123}, [5, 99, 123], [4, 124, -5, 1000]),
@@ -85,23 +81,11 @@ CASES: list[tuple[str, dict[str, Any], list[Any], list[Any]]] = [
 ]
 
 
-def _text(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 @pytest.mark.parametrize(("schema", "good", "bad"), [pytest.param(*c[1:], id=c[0]) for c in CASES])
 def test_the_grammar_takes_valid_documents_and_refuses_invalid_ones(
     schema: dict[str, Any], good: list[Any], bad: list[Any]
 ) -> None:
-    check = validator(schema)
-    grammar = parse(schema_gbnf(enforceable(schema, "format")))
-    for value in good:
-        assert check.is_valid(value), value  # the case itself is right
-        assert Position(grammar).advance(_text(value)).complete, value
-    for value in bad:
-        assert not Position(grammar).advance(_text(value)).complete, value
-    shortest = grammar.shortest["root"]
-    assert check.is_valid(json.loads(shortest)), shortest
+    takes_and_refuses(schema, good, bad, bad_is_invalid=False)
 
 
 @pytest.mark.parametrize(("schema", "good", "bad"), [pytest.param(*c[1:], id=c[0]) for c in CASES])
@@ -109,14 +93,7 @@ def test_every_prefix_of_a_valid_document_closes_validly(
     schema: dict[str, Any], good: list[Any], bad: list[Any]
 ) -> None:
     """What the closing watch does at any budget: from any point of the output, the shortest ending validates."""
-    check = validator(schema)
-    grammar = parse(schema_gbnf(enforceable(schema, "format")))
-    text = _text(good[-1])
-    for cut in range(len(text) + 1):
-        position = Position(grammar).advance(text[:cut])
-        assert not position.dead
-        ended = text[:cut] + position.ending()
-        assert check.is_valid(json.loads(ended)), ended
+    closes_from_every_prefix(schema, good[-1])
 
 
 def _longest(dfa: Any) -> int | None:

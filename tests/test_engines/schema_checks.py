@@ -1,0 +1,45 @@
+"""What every schema-keyword case checks: the grammar takes the valid documents and refuses the
+invalid ones, its shortest document validates, and from any point of a valid document the
+shortest ending (what the closing watch writes at a tight budget) validates."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from asgi_llm.engines.decoding.gbnf import Grammar, parse
+from asgi_llm.engines.decoding.grammar import enforceable, validator
+from asgi_llm.engines.decoding.recognizer import Position
+from asgi_llm.engines.decoding.schema_gbnf import schema_gbnf
+
+
+def text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def grammar_for(schema: dict[str, Any]) -> Grammar:
+    return parse(schema_gbnf(enforceable(schema, "format")))
+
+
+def takes_and_refuses(schema: dict[str, Any], good: list[Any], bad: list[Any], *, bad_is_invalid: bool = True) -> None:
+    """`bad_is_invalid`: each refused document is invalid too (not so where the grammar is
+    stricter than the check, as with formats jsonschema reads loosely)."""
+    check, grammar = validator(schema), grammar_for(schema)
+    for value in good:
+        assert check.is_valid(value), value  # the case itself is right
+        assert Position(grammar).advance(text(value)).complete, value
+    for value in bad:
+        assert not (bad_is_invalid and check.is_valid(value)), value
+        assert not Position(grammar).advance(text(value)).complete, value
+    shortest = grammar.shortest["root"]
+    assert check.is_valid(json.loads(shortest)), shortest
+
+
+def closes_from_every_prefix(schema: dict[str, Any], value: Any, cuts: int = 200) -> None:
+    check, grammar = validator(schema), grammar_for(schema)
+    written = text(value)
+    for cut in range(0, len(written) + 1, max(1, len(written) // cuts)):
+        position = Position(grammar).advance(written[:cut])
+        assert not position.dead, written[:cut]
+        ended = written[:cut] + position.ending()
+        assert check.is_valid(json.loads(ended)), ended
