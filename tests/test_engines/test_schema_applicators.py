@@ -167,6 +167,12 @@ CASES: list[tuple[str, dict[str, Any], list[Any], list[Any]]] = [
         [[], ["r", "r"]],
     ),
     (
+        "unique-small-integers",
+        {"type": "array", "items": {"type": "integer", "minimum": 1, "exclusiveMaximum": 4}, "uniqueItems": True},
+        [[], [1, 3], [1, 2, 3]],
+        [[1, 1], [4], [1, 2, 3, 3]],
+    ),
+    (
         "unique-enum-at-least-two",
         {"type": "array", "items": {"enum": ["r", "g", "b"]}, "uniqueItems": True, "minItems": 2, "maxItems": 2},
         [["r", "g"], ["g", "b"], ["r", "b"]],

@@ -10,6 +10,7 @@ list of values, each written at most once and in the list's order.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from .merge import merge
@@ -20,6 +21,7 @@ __all__ = ["rewrite_array"]
 log = logging.getLogger("asgi_llm.engine")
 
 _MAX_CONTAINS = 16
+_MAX_VALUES = 64  # unique integers from a range are listed, up to this many
 
 
 def rewrite_array(walk: Walker, node: Schema, where: str, depth: int) -> Schema:
@@ -99,8 +101,8 @@ def _unique(walk: Walker, out: Schema, where: str) -> Schema:
     """Unique items where the grammar can keep them so: values from a short list, in its order."""
     element = out["items"]
     values = _values(element)
-    if values is None:
-        raise walk.refuse(where, "'uniqueItems' on items other than a list of values")
+    if values is None or len(values) > _MAX_VALUES:
+        raise walk.refuse(where, f"'uniqueItems' on items other than a list of at most {_MAX_VALUES} values")
     if out["minItems"] > len(values):
         raise walk.no_value(where, f"'minItems' asks for more than the {len(values)} distinct values allowed")
     most = min(out.get("maxItems", len(values)), len(values))
@@ -119,4 +121,18 @@ def _values(element: Schema) -> list[Any] | None:
         return list(element["enum"])
     if element == {"type": "boolean"}:
         return [False, True]
+    if element.get("type") == "integer":
+        return _whole_numbers(element)
     return [None] if element == {"type": "null"} else None
+
+
+def _whole_numbers(element: Schema) -> list[Any] | None:
+    """The integers a bounded integer schema allows, where they are few enough to list."""
+    lows = [math.ceil(element["minimum"])] if "minimum" in element else []
+    lows += [math.floor(element["exclusiveMinimum"]) + 1] if "exclusiveMinimum" in element else []
+    highs = [math.floor(element["maximum"])] if "maximum" in element else []
+    highs += [math.ceil(element["exclusiveMaximum"]) - 1] if "exclusiveMaximum" in element else []
+    if not lows or not highs or min(highs) - max(lows) >= _MAX_VALUES:
+        return None
+    step = element.get("multipleOf", 1)
+    return [n for n in range(max(lows), min(highs) + 1) if n % step == 0]
