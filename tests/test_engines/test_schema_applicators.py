@@ -286,3 +286,13 @@ def test_two_tools_with_the_same_recursive_definition_get_rules_of_their_own() -
 def _grammar_text_ok(text: str) -> bool:
     parse(text)
     return True
+
+
+def test_a_negation_through_a_recursive_reference_is_refused_not_followed_for_ever() -> None:
+    from asgi_llm.core import Unsupported
+
+    node = {"type": "object", "properties": {"a": {"$ref": "#/$defs/n"}, "b": {"type": "string"}}}
+    other = {"type": "object", "properties": {"a": {}}, "required": ["b"]}
+    schema = {"$defs": {"n": node}, "oneOf": [{"$ref": "#/$defs/n"}, other]}
+    with pytest.raises(Unsupported, match="recursive"):
+        enforceable(schema, "format")

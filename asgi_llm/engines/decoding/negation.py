@@ -25,6 +25,7 @@ def _same(schema: Any) -> Any:
     return schema
 
 
+_MAX_STEPS = 400  # schemas one negation may read
 _MAX_ONE_OF = 4  # a `not` of a `oneOf` becomes one case per pair of its branches
 _KINDS = ("object", "array", "string", "number", "boolean", "null")  # "integer" lies inside "number"
 _KEYWORDS = frozenset(  # what constrains a value; any other key of a schema is vacuous here
@@ -60,7 +61,21 @@ def conditional(node: Mapping[str, Any]) -> dict[str, Any]:
 
 def negate(schema: Any, resolve: Resolve = _same, names: Collection[str] | None = None) -> Any:
     """A schema without `not` that holds exactly where `schema` fails (`resolve` follows references),
-    among objects whose keys are all in `names` where it is given (a closed object's properties)."""
+    among objects whose keys are all in `names` where it is given (a closed object's properties).
+    A negation that would read more than `_MAX_STEPS` schemas (a recursive reference) is refused."""
+    steps = 0
+
+    def counted(part: Any) -> Any:
+        nonlocal steps
+        steps += 1
+        if steps > _MAX_STEPS:
+            raise Clash("'not' of a schema this large or recursive")
+        return resolve(part)
+
+    return _negate(schema, counted, names)
+
+
+def _negate(schema: Any, resolve: Resolve, names: Collection[str] | None = None) -> Any:
     schema = resolve(schema)
     if schema is True or schema is False:
         return not schema
@@ -78,7 +93,7 @@ def negate(schema: Any, resolve: Resolve = _same, names: Collection[str] | None 
     if not keys:
         return False
     if len(keys) > 1 or (keys == ["properties"] and len(schema["properties"]) > 1):
-        return {"x-cases": [negate(part, resolve) for part in _conjuncts(schema, keys)]}
+        return {"x-cases": [_negate(part, resolve) for part in _conjuncts(schema, keys)]}
     ((key, value),) = ((k, schema[k]) for k in keys)
     return _negate_one(key, value, resolve)
 
@@ -111,20 +126,20 @@ def _negate_one(key: str, value: Any, resolve: Resolve) -> Any:
         return False
     if key == "properties":
         ((name, sub),) = value.items()
-        return {"type": "object", "required": [name], "properties": {name: negate(sub, resolve)}}
+        return {"type": "object", "required": [name], "properties": {name: _negate(sub, resolve)}}
     if key == "anyOf" or (key == "oneOf" and len(value) == 1):
-        return {"allOf": [negate(part, resolve) for part in value]}
+        return {"allOf": [_negate(part, resolve) for part in value]}
     if key == "oneOf" and len(value) <= _MAX_ONE_OF:  # none of them, or two at once
         pairs = [{"allOf": [a, b]} for i, a in enumerate(value) for b in value[i + 1 :]]
-        return {"x-cases": [{"allOf": [negate(part, resolve) for part in value]}, *pairs]}
+        return {"x-cases": [{"allOf": [_negate(part, resolve) for part in value]}, *pairs]}
     if key == "allOf":
-        return {"x-cases": [negate(part, resolve) for part in value]}
+        return {"x-cases": [_negate(part, resolve) for part in value]}
     if key == "not":
         return value
     if key == "x-extra":  # a key outside the declared ones: one of these present
         return {"x-cases": [{"type": "object", "required": [n]} for n in value]} if value else False
     if key == "items" and isinstance(value, Mapping | bool):  # some item fails it
-        return {"type": "array", "contains": negate(value, resolve)}
+        return {"type": "array", "contains": _negate(value, resolve)}
     if key == "pattern":
         return {"type": "string", "x-antipatterns": [value]}
     if key in ("const", "enum"):

@@ -219,7 +219,8 @@ class _Rewrite:
             for alt in out["anyOf"] if list(out) == ["anyOf"] else [out]:
                 alternatives.setdefault(json.dumps(alt, sort_keys=True), alt)
         if not alternatives:
-            raise self.no_value(where, f"no branch of '{key}' admits a value")
+            what = f"branch of '{key}'" if key != "x-cases" else "case of its 'not', 'if' or dependencies"
+            raise self.no_value(where, f"no {what} admits a value")
         kept = list(alternatives.values())
         return kept[0] if len(kept) == 1 else {"anyOf": kept}
 
