@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 from .pattern import ANY, Node, PatternError, Ranges, complement, normalize, parse_pattern
 
@@ -20,6 +20,9 @@ __all__ = ["Dfa", "compile_pattern", "gbnf_rules", "intersect", "literals", "neg
 
 MAX_STATES = 3000
 Edge = tuple[Ranges, int]
+Pair = tuple[int, int]  # a state of a product: of two automata, or of an automaton and a count
+Settled = tuple[bool, frozenset[int]]  # a pattern's state: whether nothing is read yet, and its NFA states
+S = TypeVar("S", bound=Hashable)  # a state of an automaton being determinised
 
 
 @dataclass(frozen=True)
@@ -127,12 +130,10 @@ def _split(edges: list[Edge]) -> list[tuple[tuple[int, int], set[int]]]:
     return out
 
 
-def _determinize(
-    start: Hashable, step: Callable[[Hashable], list[tuple[Ranges, Hashable]]], final: Callable[[Hashable], bool]
-) -> Dfa:
+def _determinize(start: S, step: Callable[[S], list[tuple[Ranges, S]]], final: Callable[[S], bool]) -> Dfa:
     """The automaton reached from `start`, a state at a time: `step` gives a state's edges."""
-    index = {start: 0}
-    order = [start]
+    index: dict[S, int] = {start: 0}
+    order: list[S] = [start]
     edges: list[tuple[Edge, ...]] = []
     while len(edges) < len(order):
         state = order[len(edges)]
@@ -185,20 +186,20 @@ def compile_pattern(pattern: str | Node) -> Dfa:
     def settle(at_start: bool, states: frozenset[int]) -> tuple[bool, frozenset[int]]:
         return (False, matched) if matched is not None and end in states else (at_start, states)
 
-    def step(state: Any) -> list[tuple[Ranges, Hashable]]:  # (at the start, NFA states)
+    def step(state: Settled) -> list[tuple[Ranges, Settled]]:  # (at the start, NFA states)
         moves = [edge for s in state[1] for edge in nfa.moves[s]]
         return [((span,), settle(False, nfa.closure(targets))) for span, targets in _split(moves)]
 
-    def final(state: Any) -> bool:
+    def final(state: Settled) -> bool:
         return end in nfa.closure(state[1], ("bol", "eol") if state[0] else ("eol",))
 
     return _determinize(settle(True, nfa.closure({start}, ("bol",))), step, final)
 
 
 def _product(a: Dfa, b: Dfa) -> Dfa:
-    def step(state: Any) -> list[tuple[Ranges, Hashable]]:  # (state of a, state of b)
+    def step(state: Pair) -> list[tuple[Ranges, Pair]]:  # (state of a, state of b)
         p, q = state
-        out: list[tuple[Ranges, Hashable]] = []
+        out: list[tuple[Ranges, Pair]] = []
         for ra, ta in a.edges[p]:
             for rb, tb in b.edges[q]:
                 both = _intersect_ranges(ra, rb)
@@ -206,7 +207,7 @@ def _product(a: Dfa, b: Dfa) -> Dfa:
                     out.append((both, (ta, tb)))
         return out
 
-    return _determinize((0, 0), step, lambda s: s[0] in a.accept and s[1] in b.accept)  # type: ignore[index]
+    return _determinize((0, 0), step, lambda s: s[0] in a.accept and s[1] in b.accept)
 
 
 def intersect(a: Dfa, b: Dfa) -> Dfa:
@@ -217,7 +218,7 @@ def intersect(a: Dfa, b: Dfa) -> Dfa:
 def negated(dfa: Dfa) -> Dfa:
     """The strings (of characters a pattern may hold) that `dfa` does not accept."""
 
-    def step(state: Any) -> list[tuple[Ranges, Hashable]]:  # a state of `dfa`, or None: left it for good
+    def step(state: int | None) -> list[tuple[Ranges, int | None]]:  # a state of `dfa`, or None: left it for good
         edges = list(dfa.edges[state]) if state is not None else []
         rest = complement(normalize([r for ranges, _ in edges for r in ranges]), ANY)
         return [*edges, *([(rest, None)] if rest else [])]
@@ -236,22 +237,22 @@ def with_length(dfa: Dfa, least: int, most: int | None) -> Dfa:
     if dfa.empty:
         return dfa
 
-    def step(state: Any) -> list[tuple[Ranges, Hashable]]:  # (state, characters so far)
+    def step(state: Pair) -> list[tuple[Ranges, Pair]]:  # (state, characters so far)
         s, n = state
         if most is not None and n >= most:
             return []
         return [(r, (t, min(n + 1, cap))) for r, t in dfa.edges[s]]
 
-    return _determinize((0, 0), step, lambda s: s[0] in dfa.accept and s[1] >= least)  # type: ignore[index]
+    return _determinize((0, 0), step, lambda s: s[0] in dfa.accept and s[1] >= least)
 
 
 def with_residue(dfa: Dfa, divisor: int) -> Dfa:
     """Integers of `dfa` (its strings are decimal integers, a sign allowed) that `divisor` divides."""
     digits = tuple((d, d) for d in range(0x30, 0x3A))
 
-    def step(state: Any) -> list[tuple[Ranges, Hashable]]:  # (state, value modulo divisor)
+    def step(state: Pair) -> list[tuple[Ranges, Pair]]:  # (state, value modulo divisor)
         s, rest = state
-        out: list[tuple[Ranges, Hashable]] = []
+        out: list[tuple[Ranges, Pair]] = []
         for ranges, t in dfa.edges[s]:
             others = _intersect_ranges(ranges, ((0, 0x2F), (0x3A, 0x10FFFF)))
             if others:
@@ -261,7 +262,7 @@ def with_residue(dfa: Dfa, divisor: int) -> Dfa:
                     out.append((((code, code),), (t, (rest * 10 + code - 0x30) % divisor)))
         return out
 
-    return _determinize((0, 0), step, lambda s: s[0] in dfa.accept and s[1] == 0)  # type: ignore[index]
+    return _determinize((0, 0), step, lambda s: s[0] in dfa.accept and s[1] == 0)
 
 
 _ESCAPED = {0x22: '"\\\\\\""', 0x5C: '"\\\\\\\\"'}  # `"` and `\` inside a JSON string: \" and \\

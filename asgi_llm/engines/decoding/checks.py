@@ -18,7 +18,7 @@ from jsonschema.validators import validator_for  # type: ignore[import-untyped, 
 from ...core.errors import InvalidRequest
 from .formats import format_checker
 
-__all__ = ["check_schema", "checked_formats", "validator"]
+__all__ = ["Validator", "check_schema", "checked_formats", "validator"]
 
 
 def _validator_class(schema: Mapping[str, Any]) -> Any:

@@ -23,9 +23,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from jsonschema.protocols import Validator  # type: ignore[import-untyped, unused-ignore]
-
 from ...core.errors import InvalidRequest, Unsupported
+from .checks import Validator
 from .client_grammar import client_grammar
 from .gbnf import Grammar, GrammarError, parse
 from .grammar import Schema, enforceable, validator

@@ -15,11 +15,10 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
-from jsonschema.protocols import Validator  # type: ignore[import-untyped, unused-ignore]
-
 from ...core.errors import InvalidRequest, Unsupported
 from ...core.events import GenerationEvent
 from ...core.requests import ChatRequest, GenerationRequest, OutputFormat, SamplingParams
+from .checks import Validator
 from .client_grammar import in_grammar
 from .compiled import CompiledGrammar, Enforced, Grammars
 from .gbnf import Grammar

@@ -12,12 +12,10 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from jsonschema.protocols import Validator  # type: ignore[import-untyped, unused-ignore]
-
 from ...core.errors import InternalError, Unsupported
 from ...core.events import Finish, GenerationEvent, TextDelta
 from ...core.requests import OutputFormat
-from .checks import check_schema, validator
+from .checks import Validator, check_schema, validator
 from .gbnf import GrammarError, parse
 from .rewrite import Schema, literal_safe, rewrite
 from .schema_gbnf import schema_gbnf

@@ -14,11 +14,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from jsonschema.protocols import Validator  # type: ignore[import-untyped, unused-ignore]
-
 from ...core.errors import InternalError, Unsupported
 from ...core.events import Finish, GenerationEvent, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
 from ...core.requests import Message, ToolChoice, ToolSpec
+from .checks import Validator
 from .compiled import Grammars
 from .grammar import Schema, literal_safe
 from .walk import Unsatisfiable

@@ -15,9 +15,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from jsonschema.protocols import Validator  # type: ignore[import-untyped, unused-ignore]
-
 from ...core.events import Finish, GenerationEvent, TextDelta, TokenLogprob, ToolCallDelta, ToolCallEnd, ToolCallStart
+from .checks import Validator
 from .grammar import as_rule, relax_space
 from .tool_calls import Repeats
 
