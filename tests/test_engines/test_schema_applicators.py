@@ -233,6 +233,8 @@ CASES: list[tuple[str, dict[str, Any], list[Any], list[Any]]] = [
         [2, 3],
         [0, 1, 4, 9],
     ),
+    ("one-of-integer-or-number", {"oneOf": [{"type": "integer"}, {"type": "number"}]}, [0.5, -2.25], [1, 0, 3.0]),
+    ("not-integer", {"type": "number", "maximum": 3, "not": {"type": "integer"}}, [2.5, -0.5], [2, 3.5]),
     (
         "not-items-vendor-keys",
         {"type": "array", "not": {"items": {"type": "string"}, "x-vendor": 1, "name": "texts"}},

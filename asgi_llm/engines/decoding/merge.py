@@ -91,7 +91,7 @@ def _combine(merged: Schema, key: str, value: Any) -> None:
         merged[key] = [*(old if isinstance(old, list) else [old]), value]
     elif key == "multipleOf":
         merged[key] = _lcm(old, value)
-    elif key == "uniqueItems":
+    elif key in ("uniqueItems", "x-fractional"):
         merged[key] = old or value
     elif key in ("properties", "dependentSchemas"):
         merged[key] = {**old, **{n: ({"allOf": [old[n], s]} if n in old else s) for n, s in value.items()}}

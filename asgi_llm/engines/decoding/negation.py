@@ -154,10 +154,10 @@ def _negate_one(key: str, value: Any, resolve: Resolve) -> Any:
 
 
 def _other_types(kinds: frozenset[str]) -> Any:
-    if "integer" in kinds and "number" not in kinds:
-        raise Clash("'not' of 'integer' (a number that is not whole)")
-    rest = [k for k in _KINDS if k not in kinds]
-    return {"type": rest} if rest else False
+    rest: list[Any] = [{"type": k} for k in _KINDS if k not in kinds and not (k == "number" and "integer" in kinds)]
+    if "integer" in kinds and "number" not in kinds:  # numbers that are not whole
+        rest.append({"type": "number", "x-fractional": True})
+    return {"x-cases": rest} if rest else False
 
 
 def _other_values(values: list[Any]) -> Any:

@@ -16,7 +16,7 @@ import math
 from decimal import Decimal
 from typing import Any
 
-from .automata import Dfa, compile_pattern, with_residue
+from .automata import Dfa, compile_pattern, intersect, with_residue
 from .pattern import PatternError
 
 __all__ = ["number_dfa"]
@@ -24,6 +24,7 @@ __all__ = ["number_dfa"]
 _GRID = Decimal("0.000001")
 _LARGEST = Decimal(10) ** 9  # beyond this a float bound and a decimal near it may round together
 _FRACTION = r"(?:\.[0-9]{1,16})?"
+_FRACTIONAL = r"^-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*$"  # a fraction that is not all zeros: not whole
 
 
 def _digits(lo: str, hi: str) -> str:
@@ -189,6 +190,8 @@ def number_dfa(schema: dict[str, Any]) -> Dfa:
     dfa = compile_pattern(_signed(lo, hi, fractions=not integral))
     if divisor is not None and int(divisor) != 1:
         dfa = with_residue(dfa, int(divisor))
+    if schema.get("x-fractional"):  # a number that is not whole (`not` of `integer`)
+        dfa = intersect(dfa, compile_pattern(_FRACTIONAL)) if not integral else Dfa((), frozenset())
     if dfa.empty:
         raise PatternError("no number is allowed")
     return dfa

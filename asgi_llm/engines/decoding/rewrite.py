@@ -50,7 +50,7 @@ _BY_TYPE = {
     "array": frozenset({"items", "prefixItems", "minItems", "maxItems", "additionalItems", "uniqueItems"})
     | {"contains", "minContains", "maxContains"},
     "string": frozenset({"minLength", "maxLength", "format", "pattern"}),
-    "number": frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}),
+    "number": frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "x-fractional"}),
 }
 _STRUCTURE = frozenset({"type", "enum", "const", "$ref", "$defs", "definitions", "allOf", "anyOf", "oneOf", "$id"})
 _STRUCTURE |= {"not", "if", "then", "else", "x-except", "x-antipatterns", "x-cases", *DEPENDENCIES}
