@@ -363,11 +363,13 @@ class _Rewrite:
 
 
 def _closed_names(written: Schema) -> set[str] | None:
-    """The keys a rewritten schema's objects can have, where they are all closed objects."""
+    """The keys a rewritten schema's objects can have, where they are all closed objects (its
+    other alternatives, not objects, have no keys to count)."""
     alternatives = written["anyOf"] if list(written) == ["anyOf"] else [written]
-    if not all(alt.get("type") == "object" and alt.get("additionalProperties") is False for alt in alternatives):
+    objects = [alt for alt in alternatives if alt.get("type") == "object" or "x-ref" in alt]
+    if not all(alt.get("additionalProperties") is False for alt in objects):
         return None
-    return {name for alt in alternatives for name in alt["properties"]}
+    return {name for alt in objects for name in alt["properties"]}
 
 
 def _rule_name(ref: str, key: str, param: str) -> str:
