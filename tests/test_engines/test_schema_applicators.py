@@ -236,6 +236,17 @@ CASES: list[tuple[str, dict[str, Any], list[Any], list[Any]]] = [
     ("one-of-integer-or-number", {"oneOf": [{"type": "integer"}, {"type": "number"}]}, [0.5, -2.25], [1, 0, 3.0]),
     ("not-integer", {"type": "number", "maximum": 3, "not": {"type": "integer"}}, [2.5, -0.5], [2, 3.5]),
     (
+        "one-of-untyped-object-or-array",
+        {
+            "oneOf": [
+                {"properties": {"name": {"type": "string"}}, "required": ["name"], "additionalProperties": False},
+                {"type": "array", "items": {"type": "integer"}},
+            ]
+        },
+        [{"name": "x"}],
+        [[1], [], {}],
+    ),
+    (
         "not-items-vendor-keys",
         {"type": "array", "not": {"items": {"type": "string"}, "x-vendor": 1, "name": "texts"}},
         [[1], ["a", None]],

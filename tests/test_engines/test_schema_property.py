@@ -65,6 +65,8 @@ def objects(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Schema]:
             out["oneOf"] = (
                 [{"required": [a]}, {"required": [b]}] if a != b else [{"required": [a]}, {"maxProperties": 0}]
             )
+        if draw(st.booleans()):
+            del out["type"]  # its keywords then bind objects only: any other value passes them
         return out
 
     return build()
@@ -72,7 +74,9 @@ def objects(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Schema]:
 
 def containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Schema]:
     arrays = st.builds(lambda i: {"type": "array", "items": i, "maxItems": 3}, children)
-    unions = st.lists(children, min_size=2, max_size=3).map(lambda options: {"anyOf": options})
+    unions = st.tuples(st.sampled_from(["anyOf", "oneOf"]), st.lists(children, min_size=2, max_size=3)).map(
+        lambda pair: {pair[0]: pair[1]}
+    )
     merged = st.lists(children, min_size=2, max_size=2).map(lambda parts: {"allOf": parts})
     return st.one_of(arrays, objects(children), unions, merged)
 

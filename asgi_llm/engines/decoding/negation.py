@@ -90,6 +90,10 @@ def _negate(schema: Any, resolve: Resolve, names: Collection[str] | None = None)
         keys.remove("additionalProperties")
         schema = {**schema, "x-extra": extra}
         keys.append("x-extra")
+    elif schema.get("additionalProperties") is False and "patternProperties" not in schema:
+        keys.remove("additionalProperties")  # some key it does not declare: the object's rewrite says which
+        schema = {**schema, "x-outside": sorted(schema.get("properties", {}))}
+        keys.append("x-outside")
     if not keys:
         return False
     if len(keys) > 1 or (keys == ["properties"] and len(schema["properties"]) > 1):
@@ -120,8 +124,8 @@ def _negate_one(key: str, value: Any, resolve: Resolve) -> Any:
         return _other_types(types_of({"type": value}) or frozenset())
     if key == "required":
         if len(value) != 1:
-            return {"x-cases": [{"properties": {n: False}} for n in value]} if value else False
-        return {"properties": {value[0]: False}}
+            return {"x-cases": [{"type": "object", "properties": {n: False}} for n in value]} if value else False
+        return {"type": "object", "properties": {value[0]: False}}
     if key == "properties" and not value:
         return False
     if key == "properties":
@@ -140,6 +144,8 @@ def _negate_one(key: str, value: Any, resolve: Resolve) -> Any:
         return {"x-cases": [{"type": "object", "required": [n]} for n in value]} if value else False
     if key == "items" and isinstance(value, Mapping | bool):  # some item fails it
         return {"type": "array", "contains": _negate(value, resolve)}
+    if key == "x-outside":
+        return {"type": "object", "x-outside": value}
     if key == "pattern":
         return {"type": "string", "x-antipatterns": [value]}
     if key in ("const", "enum"):

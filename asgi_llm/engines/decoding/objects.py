@@ -45,6 +45,8 @@ def dependencies(node: Schema) -> Schema:
 
 
 def rewrite_object(walk: Walker, node: Schema, where: str, depth: int) -> Schema:
+    if "x-outside" in node:  # a key outside these (a `not` of a closed object): one of ours, as branches
+        return _outside(walk, node, where, depth)
     properties: dict[str, Any] = dict(node.get("properties", {}))
     required: list[str] = list(node.get("required", []))
     patterns: Mapping[str, Any] = node.get("patternProperties", {})
@@ -72,6 +74,21 @@ def rewrite_object(walk: Walker, node: Schema, where: str, depth: int) -> Schema
         shut = {"type": "object", "properties": subs, "required": required, "additionalProperties": False}
         return {**shut, **bounds}
     return _free_keys(walk, patterns, extra, keys, bounds, where, depth)
+
+
+def _outside(walk: Walker, node: Schema, where: str, depth: int) -> Schema:
+    """An object with some key outside `x-outside`: of its declared properties (the only keys the
+    grammar writes where there are some), one of those outside is present."""
+    outside = set(node.pop("x-outside"))
+    declared = list(node.get("properties", {})) + [
+        n for n in node.get("required", []) if n not in node.get("properties", {})
+    ]
+    if not declared:
+        raise walk.refuse(where, "'not' of a closed object beside free keys")
+    names = [name for name in declared if name not in outside]
+    if not names:
+        raise walk.no_value(where, "no declared key is outside the ones another branch allows")
+    return walk.node({**node, "x-cases": [{"required": [name]} for name in names]}, where, depth + 1)
 
 
 def _undeclared(name: str, patterns: Mapping[str, Any], extra: Any) -> Any:

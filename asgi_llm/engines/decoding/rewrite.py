@@ -46,7 +46,7 @@ _UNENFORCEABLE |= {"unevaluatedItems", "unevaluatedProperties"}
 _HARMLESS: dict[str, Any] = {"unevaluatedItems": True, "unevaluatedProperties": True}
 _BY_TYPE = {
     "object": frozenset({"properties", "required", "additionalProperties", "patternProperties", "propertyNames"})
-    | {"minProperties", "maxProperties"},
+    | {"minProperties", "maxProperties", "x-outside"},
     "array": frozenset({"items", "prefixItems", "minItems", "maxItems", "additionalItems", "uniqueItems"})
     | {"contains", "minContains", "maxContains"},
     "string": frozenset({"minLength", "maxLength", "format", "pattern"}),
@@ -363,13 +363,11 @@ class _Rewrite:
 
 
 def _closed_names(written: Schema) -> set[str] | None:
-    """The keys a rewritten schema's objects can have, where they are all closed objects (its
-    other alternatives, not objects, have no keys to count)."""
+    """The keys a rewritten schema's documents can have, where they are all closed objects."""
     alternatives = written["anyOf"] if list(written) == ["anyOf"] else [written]
-    objects = [alt for alt in alternatives if alt.get("type") == "object" or "x-ref" in alt]
-    if not all(alt.get("additionalProperties") is False for alt in objects):
+    if not all(alt.get("type") == "object" and alt.get("additionalProperties") is False for alt in alternatives):
         return None
-    return {name for alt in objects for name in alt["properties"]}
+    return {name for alt in alternatives for name in alt["properties"]}
 
 
 def _rule_name(ref: str, key: str, param: str) -> str:
