@@ -64,7 +64,6 @@ def test_a_schema_must_be_an_object() -> None:
         pytest.param({"type": "string", "pattern": "(?=a)b"}, "pattern", id="lookahead-pattern"),
         pytest.param({"type": "string", "pattern": "(a)\\1"}, "pattern", id="back-reference"),
         pytest.param({"type": "string", "pattern": "a^b"}, "no string", id="anchor-matching-nothing"),
-        pytest.param({"type": "string", "format": "regex"}, "format", id="checked-format-not-enforced"),
         pytest.param({"type": "array", "uniqueItems": True}, "uniqueItems", id="unique-items"),
         pytest.param({"patternProperties": {"^x": {}, "^y": {}}}, "patternProperties", id="several-pattern-props"),
         pytest.param({"type": "object", "minProperties": 2}, "minProperties", id="min-properties-free-keys"),
@@ -107,6 +106,15 @@ def test_a_schema_no_value_satisfies_is_a_400_saying_so(schema: dict[str, Any]) 
     with pytest.raises(InvalidRequest, match="No value") as caught:
         rewrite(schema)
     assert not isinstance(caught.value, Unsupported) and caught.value.param == PARAM
+
+
+def test_a_format_jsonschema_checks_that_no_grammar_writes_is_unsupported(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As with `json-pointer` where the `jsonpointer` package is installed: checked, never written."""
+    from asgi_llm.engines.decoding import rewrite as module
+
+    monkeypatch.setattr(module, "checked_formats", lambda schema: frozenset({"json-pointer"}))
+    with pytest.raises(Unsupported, match="json-pointer"):
+        rewrite({"type": "string", "format": "json-pointer"})
 
 
 def test_unsatisfiable_enum_is_invalid() -> None:

@@ -37,6 +37,7 @@ CASES: list[tuple[str, dict[str, Any], list[Any], list[Any]]] = [
     ("ipv4", {"type": "string", "format": "ipv4"}, ["10.0.0.255"], ["256.1.1.1", "01.2.3.4", "1.2.3"]),
     ("ipv6", {"type": "string", "format": "ipv6"}, ["::", "fe80::1", "1:2:3:4:5:6:7:8"], ["1:2", ":::"]),
     ("uuid", {"type": "string", "format": "uuid"}, ["123e4567-e89b-42d3-a456-426614174000"], ["123e4567"]),
+    ("regex", {"type": "string", "format": "regex"}, ["^a.b$", "", "v1/x"], ["a(b", "[a", "a\\d"]),
     ("uri", {"type": "string", "format": "uri"}, ["https://example.com/a/b", "http://x:8080"], ["example.com"]),
     (
         "min-max-items",

@@ -4,7 +4,8 @@ Each pattern allows a strict, common subset of its format, so that what it allow
 jsonschema's format checks and pydantic's own types alike (`EmailStr`, `datetime`, `UUID`,
 `AnyUrl`...): four-digit years from 1000, days a month always has, RFC 3339 times with an
 offset, ASCII e-mail addresses and host names with bounded labels, IPv6 in full or with one
-`::`. jsonschema checks `hostname`, `uri` and `duration` only with optional packages; where
+`::`, regular expressions of plain characters (anchors at the ends, `.` the only special one).
+jsonschema checks `hostname`, `uri` and `duration` only with optional packages; where
 those are missing, `format_checker` adds checks of its own, so every format enforced is checked.
 """
 
@@ -38,6 +39,7 @@ def _uuid(version: str) -> str:
     return rf"[0-9a-f]{{8}}-[0-9a-f]{{4}}-{version}[0-9a-f]{{3}}-[89ab][0-9a-f]{{3}}-[0-9a-f]{{12}}"
 
 
+_REGEX = r"\^?[A-Za-z0-9 _.,:;/=@-]{0,64}\$?"  # a regular expression of literal characters: it always compiles
 _URI = rf"https?://{_HOST}(?::[1-9][0-9]{{0,3}})?{_PATH}"
 FORMATS = {
     "date": _DATE,
@@ -56,6 +58,7 @@ FORMATS = {
     "uri-reference": _URI,
     "iri": _URI,
     "iri-reference": _URI,
+    "regex": _REGEX,
 }
 _HOSTNAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?")
 _ISO_DURATION = re.compile(
