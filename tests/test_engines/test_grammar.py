@@ -72,7 +72,7 @@ def test_a_schema_must_be_an_object() -> None:
         pytest.param({"type": "array", "items": {"type": "string"}, "uniqueItems": True}, "uniqueItems", id="unique"),
         pytest.param({"not": {"format": "email"}}, "not", id="not-format"),
         pytest.param({"type": "array", "not": {"const": [1]}}, "not", id="not-array-value"),
-        pytest.param({"type": "string", "pattern": "^a+$", "maxLength": 1000}, "length bound", id="long-pattern"),
+        pytest.param({"type": "string", "pattern": "^a+$", "minLength": 1000}, "minLength", id="long-pattern"),
         pytest.param({"type": "array", "contains": {"type": "integer"}, "maxItems": 3}, "contains", id="contains-max"),
         pytest.param({"enum": ["a\\b", "c"]}, "backslash", id="enum-backslash"),
         pytest.param({"properties": {'say "hi"': {"type": "string"}}}, "Property names", id="quoted-property"),

@@ -12,9 +12,10 @@ import pytest
 
 from asgi_llm.engines.decoding.gbnf import parse
 from asgi_llm.engines.decoding.grammar import enforceable
+from asgi_llm.engines.decoding.recognizer import Position
 from asgi_llm.engines.decoding.schema_gbnf import schema_gbnf
 
-from .schema_checks import closes_from_every_prefix, takes_and_refuses
+from .schema_checks import closes_from_every_prefix, grammar_for, takes_and_refuses, text
 
 TREE = {
     "$defs": {
@@ -309,3 +310,11 @@ def test_a_negation_through_a_recursive_reference_is_refused_not_followed_for_ev
     schema = {"$defs": {"n": node}, "oneOf": [{"$ref": "#/$defs/n"}, other]}
     with pytest.raises(Unsupported, match="recursive"):
         enforceable(schema, "format")
+
+
+def test_a_pattern_with_a_long_length_bound_is_written_at_most_256_characters_long() -> None:
+    schema = {"type": "string", "pattern": "^[a-z]+$", "maxLength": 5000}
+    grammar = grammar_for(schema)
+    assert Position(grammar).advance(text("a" * 256)).complete
+    assert not Position(grammar).advance(text("a" * 257)).complete  # valid, but past what the grammar unrolls
+    closes_from_every_prefix(schema, "abc")

@@ -337,15 +337,20 @@ class _Rewrite:
         longest = _longest(dfa)
         if node.get("maxLength") is not None and longest is not None and longest <= node["maxLength"]:
             node = {k: v for k, v in node.items() if k != "maxLength"}
-        if max(node.get("minLength", 0), node.get("maxLength") or 0) > _MAX_DFA_LENGTH:
-            raise self.refuse(where, f"'{keyword}' with a length bound above {_MAX_DFA_LENGTH}")
-        try:
-            empty = with_length(dfa, node.get("minLength", 0), node.get("maxLength")).empty
-        except PatternError as exc:
-            raise self.refuse(where, f"'{keyword}' ({exc})") from None
-        if empty:
-            raise self.refuse(where, f"'{keyword}' with these lengths (no string allowed the grammar can write)")
-        return node
+        least, most = node.get("minLength", 0), node.get("maxLength")
+        if least > _MAX_DFA_LENGTH:
+            raise self.refuse(where, f"'{keyword}' with a 'minLength' above {_MAX_DFA_LENGTH}")
+        problem = "these lengths (no string allowed the grammar can write)"
+        for cap in _caps(least, most):
+            try:
+                empty = with_length(dfa, least, cap).empty
+            except PatternError as exc:
+                problem = str(exc)
+                continue
+            if empty:
+                break
+            return {**node, "maxLength": cap} if cap is not None else node
+        raise self.refuse(where, f"'{keyword}' with {problem}")
 
     def number(self, node: Schema, kind: str, where: str) -> Schema:
         if "x-except" in node:
@@ -375,6 +380,15 @@ def _rule_name(ref: str, key: str, param: str) -> str:
     the same parameter, and distinct across parameters (several tools share one grammar)."""
     tail = re.sub("[^A-Za-z0-9]+", "-", ref.rsplit("/", 1)[-1]).strip("-")[:24] or "ref"
     return f"{tail}-{hashlib.sha1(f'{param}{key}'.encode()).hexdigest()[:8]}"
+
+
+def _caps(least: int, most: int | None) -> list[int | None]:
+    """The length bounds a pattern's automaton is tried with, loosest first: its own where it
+    unrolls small enough, then tighter ones (a shorter string is valid too), down to its least."""
+    if most is None:
+        return [None]
+    own: list[int | None] = [most] if most <= _MAX_DFA_LENGTH else []
+    return own + [cap for cap in (256, 128, 64, 32) if least <= cap < most]
 
 
 def _longest(dfa: Dfa) -> int | None:
