@@ -122,4 +122,5 @@ def test_a_model_lost_in_ambiguous_nesting_is_closed_in_budget(budget: int, capl
     text, _, cut = run(grammar, budget, writer(lambda text: document[len(text) :]))
     jsonschema.validate(json.loads(text), schema)
     assert cut and text.count('"props"') >= budget // 11  # 9 tokens open a level, 1 closes it
-    assert not caplog.records  # the watch never lost its place
+    lost = [r for r in caplog.records if r.name == "asgi_llm.engine"]  # other threads of the session log too
+    assert not lost  # the watch never lost its place

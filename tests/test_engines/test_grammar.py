@@ -110,7 +110,7 @@ def test_a_schema_no_value_satisfies_is_a_400_saying_so(schema: dict[str, Any]) 
 
 def test_a_format_jsonschema_checks_that_no_grammar_writes_is_unsupported(monkeypatch: pytest.MonkeyPatch) -> None:
     """As with `json-pointer` where the `jsonpointer` package is installed: checked, never written."""
-    from asgi_llm.engines.decoding import rewrite as module
+    from asgi_llm.engines.decoding import scalars as module
 
     monkeypatch.setattr(module, "checked_formats", lambda schema: frozenset({"json-pointer"}))
     with pytest.raises(Unsupported, match="json-pointer"):

@@ -24,16 +24,13 @@ from typing import Any
 
 from ...core.errors import InvalidRequest, Unsupported
 from .arrays import rewrite_array
-from .automata import Dfa, with_length
-from .checks import checked_formats, validator
-from .formats import FORMATS
+from .automata import Dfa
+from .checks import validator
 from .merge import Clash, NoValue, merge
 from .negation import conditional, negate
-from .numbers import number_dfa
 from .objects import DEPENDENCIES, dependencies, rewrite_object
 from .oneof import separated
-from .pattern import PatternError
-from .strings import string_dfa
+from .scalars import NUMBER_KEYWORDS, rewrite_number, rewrite_string
 from .walk import Schema, Unsatisfiable
 
 __all__ = ["Schema", "literal_safe", "rewrite"]
@@ -50,14 +47,13 @@ _BY_TYPE = {
     "array": frozenset({"items", "prefixItems", "minItems", "maxItems", "additionalItems", "uniqueItems"})
     | {"contains", "minContains", "maxContains"},
     "string": frozenset({"minLength", "maxLength", "format", "pattern"}),
-    "number": frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "x-fractional"}),
+    "number": NUMBER_KEYWORDS,
 }
 _STRUCTURE = frozenset({"type", "enum", "const", "$ref", "$defs", "definitions", "allOf", "anyOf", "oneOf", "$id"})
 _STRUCTURE |= {"not", "if", "then", "else", "x-except", "x-antipatterns", "x-cases", *DEPENDENCIES}
 _KNOWN = _STRUCTURE | _UNENFORCEABLE | frozenset().union(*_BY_TYPE.values())
 _MAX_DEPTH = 64
 _MAX_NODES = 20_000
-_MAX_DFA_LENGTH = 256  # a pattern or format's length bound unrolls into this many states at most
 
 
 def literal_safe(value: Any) -> bool:
@@ -152,9 +148,9 @@ class _Rewrite:
         if kind == "array":
             return rewrite_array(self, node, where, depth)
         if kind == "string":
-            return self.string(node, where)
+            return rewrite_string(self, node, where)
         if kind in ("integer", "number"):
-            return self.number(node, kind, where)
+            return rewrite_number(self, node, kind, where)
         return _any() if kind is None else {"type": kind}
 
     def kinds(self, node: Schema, kinds: list[str], where: str, depth: int) -> Schema:
@@ -297,75 +293,6 @@ class _Rewrite:
             return kinds[0] if kinds else None
         return self.kinds(node, kinds, where, depth)
 
-    def string(self, node: Schema, where: str) -> Schema:
-        fmt = node.get("format")
-        least, most = node.get("minLength", 0), node.get("maxLength")
-        if most is not None and least > most:
-            raise self.no_value(where, "'minLength' is above 'maxLength'")
-        out: Schema = {"type": "string"}
-        if fmt in FORMATS:
-            out["format"] = fmt
-        elif fmt is not None and fmt in checked_formats(self.root):
-            raise self.refuse(where, f"The format '{fmt}'")
-        pattern = node.get("pattern", [])
-        if pattern:
-            out["x-patterns"] = pattern if isinstance(pattern, list) else [pattern]
-        excluded = [v for v in node.get("x-except", []) if isinstance(v, str)]
-        if excluded:
-            out["x-except"] = excluded
-        if node.get("x-antipatterns"):
-            out["x-antipatterns"] = node["x-antipatterns"]
-        if least:
-            out["minLength"] = least
-        if most is not None:
-            out["maxLength"] = most
-        if {"format", "x-patterns", "x-except", "x-antipatterns"} & out.keys():
-            return self.try_dfa(out, where, "pattern" if pattern else "format" if fmt in FORMATS else "not")
-        return out
-
-    def try_dfa(self, node: Schema, where: str, keyword: str) -> Schema:
-        """`node` once its automaton is known to build (a length bound its texts never reach goes)."""
-        bare = {k: v for k, v in node.items() if k not in ("minLength", "maxLength")}
-        key = json.dumps(bare, sort_keys=True)
-        try:
-            dfa = self.automata[key] if key in self.automata else self.automata.setdefault(key, string_dfa(bare))
-        except PatternError as exc:
-            raise self.refuse(where, f"'{keyword}' ({exc})") from None
-        assert dfa is not None
-        if dfa.empty:
-            raise self.refuse(where, f"'{keyword}' (no string the grammar can write matches it)")
-        longest = _longest(dfa)
-        if node.get("maxLength") is not None and longest is not None and longest <= node["maxLength"]:
-            node = {k: v for k, v in node.items() if k != "maxLength"}
-        least, most = node.get("minLength", 0), node.get("maxLength")
-        if least > _MAX_DFA_LENGTH:
-            raise self.refuse(where, f"'{keyword}' with a 'minLength' above {_MAX_DFA_LENGTH}")
-        problem = "these lengths (no string allowed the grammar can write)"
-        for cap in _caps(least, most):
-            try:
-                empty = with_length(dfa, least, cap).empty
-            except PatternError as exc:
-                problem = str(exc)
-                continue
-            if empty:
-                break
-            return {**node, "maxLength": cap} if cap is not None else node
-        raise self.refuse(where, f"'{keyword}' with {problem}")
-
-    def number(self, node: Schema, kind: str, where: str) -> Schema:
-        if "x-except" in node:
-            raise self.refuse(where, "'not' of the values of a number")
-        out = {k: v for k, v in node.items() if k in _BY_TYPE["number"]}
-        out["type"] = kind
-        try:
-            number_dfa(out)
-        except PatternError as exc:
-            if str(exc) == "no number is allowed":
-                raise self.no_value(where, "no number is within the bounds") from None
-            keyword = "multipleOf" if "multipleOf" in str(exc) else "the bounds"
-            raise self.refuse(where, f"{keyword} ({exc})") from None
-        return out
-
 
 def _closed_names(written: Schema) -> set[str] | None:
     """The keys a rewritten schema's documents can have, where they are all closed objects."""
@@ -380,38 +307,6 @@ def _rule_name(ref: str, key: str, param: str) -> str:
     the same parameter, and distinct across parameters (several tools share one grammar)."""
     tail = re.sub("[^A-Za-z0-9]+", "-", ref.rsplit("/", 1)[-1]).strip("-")[:24] or "ref"
     return f"{tail}-{hashlib.sha1(f'{param}{key}'.encode()).hexdigest()[:8]}"
-
-
-def _caps(least: int, most: int | None) -> list[int | None]:
-    """The length bounds a pattern's automaton is tried with, loosest first: its own where it
-    unrolls small enough, then tighter ones (a shorter string is valid too), down to its least."""
-    if most is None:
-        return [None]
-    own: list[int | None] = [most] if most <= _MAX_DFA_LENGTH else []
-    return own + [cap for cap in (256, 128, 64, 32) if least <= cap < most]
-
-
-def _longest(dfa: Dfa) -> int | None:
-    """The most characters a text of `dfa` takes; None when there is no most (a cycle)."""
-    if dfa.empty:
-        return 0
-    memo: dict[int, int] = {}
-    path = {0}
-    stack = [(0, iter(dfa.edges[0]))]
-    while stack:
-        state, edges = stack[-1]
-        for _, target in edges:
-            if target in path:
-                return None
-            if target not in memo:
-                path.add(target)
-                stack.append((target, iter(dfa.edges[target])))
-                break
-        else:
-            stack.pop()
-            path.discard(state)
-            memo[state] = max((1 + memo[t] for _, t in dfa.edges[state]), default=0)
-    return memo[0]
 
 
 def _any() -> Schema:

@@ -3,9 +3,11 @@ and the error for a schema no value satisfies. Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from ...core.errors import InvalidRequest, Unsupported
+from .automata import Dfa
 
 __all__ = ["Schema", "Unsatisfiable", "Walker"]
 
@@ -21,6 +23,8 @@ class Walker(Protocol):
     """The rewrite, as its parts see it."""
 
     param: str
+    root: Mapping[str, Any]  # the whole schema, as the client sent it
+    automata: dict[str, Dfa | None]  # string automata built in this walk, by their schema
 
     def node(self, schema: Any, where: str, depth: int) -> Schema:
         """`schema` (at the JSON path `where`, `depth` levels in) rewritten."""
