@@ -248,6 +248,17 @@ CASES: list[tuple[str, dict[str, Any], list[Any], list[Any]]] = [
         [[1], [], {}],
     ),
     (
+        "several-pattern-properties",
+        {
+            "type": "object",
+            "patternProperties": {"^x-": {"type": "integer"}, "-n$": {"type": "integer", "minimum": 5}},
+            "additionalProperties": False,
+            "maxProperties": 2,
+        },
+        [{}, {"x-a": 1}, {"x-n": 7, "b-n": 5}],
+        [{"x-n": 1}, {"b-n": 2}, {"y": 1}, {"x-a": "s"}],
+    ),
+    (
         "not-items-vendor-keys",
         {"type": "array", "not": {"items": {"type": "string"}, "x-vendor": 1, "name": "texts"}},
         [[1], ["a", None]],

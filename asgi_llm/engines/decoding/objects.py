@@ -10,6 +10,7 @@ it brings, and the rewrite merges and branches on them like any other `anyOf`.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ from typing import Any
 
 from .checks import validator
 from .merge import Clash, merge
+from .strings import string_dfa
 from .walk import Schema, Unsatisfiable, Walker
 
 __all__ = ["DEPENDENCIES", "dependencies", "rewrite_object"]
@@ -24,6 +26,7 @@ __all__ = ["DEPENDENCIES", "dependencies", "rewrite_object"]
 log = logging.getLogger("asgi_llm.engine")
 
 DEPENDENCIES = frozenset({"dependencies", "dependentRequired", "dependentSchemas"})
+_MAX_PATTERNS = 3  # several patterns of free keys make a kind of key per set of them (2^n - 1)
 _MAX_TRIGGERS = 6  # optional properties whose dependencies branch the object (2^n branches at most)
 
 
@@ -131,10 +134,10 @@ def _free_keys(
     where: str,
     depth: int,
 ) -> Schema:
-    if len(patterns) > 1:
-        raise walk.refuse(where, "Several 'patternProperties' on an object without declared properties")
     if bounds.get("minProperties", 0) > 1:
         raise walk.refuse(where, "'minProperties' above 1 on an object with free keys (keys may repeat)")
+    if len(patterns) > 1:
+        return _regions(walk, patterns, keys, bounds, where, depth)
     if patterns:
         ((pattern, extra),) = patterns.items()
         base = keys if isinstance(keys, dict) else {"type": "string"}
@@ -151,6 +154,43 @@ def _free_keys(
         log.warning("left out of the grammar for %s: %s", walk.param, exc)
         return {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
     return {"type": "object", "additionalProperties": value, **({"x-keys": keys} if keys else {}), **bounds}
+
+
+def _regions(
+    walk: Walker, patterns: Mapping[str, Any], keys: Schema | list[str] | None, bounds: Schema, where: str, depth: int
+) -> Schema:
+    """Free keys under several `patternProperties`: one kind of key for each set of patterns a key
+    may match and the others it must not, its value held to all of theirs (`x-pairs`)."""
+    if len(patterns) > _MAX_PATTERNS:
+        raise walk.refuse(
+            where, f"More than {_MAX_PATTERNS} 'patternProperties' on an object without declared properties"
+        )
+    base = keys if isinstance(keys, dict) else {"type": "string"}
+    items = list(patterns.items())
+    pairs = []
+    for size in range(1, len(items) + 1):
+        for chosen in itertools.combinations(range(len(items)), size):
+            matched = [items[i][0] for i in chosen]
+            unmatched = [p for i, (p, _) in enumerate(items) if i not in chosen]
+            automaton = string_dfa({"x-patterns": [*_patterns(base), *matched], "x-antipatterns": unmatched})
+            if automaton is not None and automaton.empty:
+                continue  # no key matches just these
+            key = {
+                "type": "string",
+                **_as_string(base),
+                "pattern": [*_patterns(base), *matched],
+                "x-antipatterns": unmatched,
+            }
+            try:
+                value = walk.node(merge([items[i][1] for i in chosen]), f"{where}/patternProperties", depth + 1)
+            except Unsatisfiable:
+                continue  # keys of this kind cannot be written
+            pairs.append([walk.node(key, where, 0), value])
+    if not pairs and bounds.get("minProperties"):
+        raise walk.no_value(where, "no key can be written under its 'patternProperties'")
+    if not pairs:
+        return {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
+    return {"type": "object", "x-pairs": pairs, **bounds}
 
 
 def _key_check(keys: Schema) -> Any:

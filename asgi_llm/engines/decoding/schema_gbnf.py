@@ -186,6 +186,14 @@ class _Builder:
 
     def object(self, schema: Mapping[str, Any], name: str) -> str:
         least, most = schema.get("minProperties", 0), schema.get("maxProperties")
+        if "x-pairs" in schema:  # kinds of free keys, each with its values
+            kinds = [
+                f'{self.rule(k, f"{name}-k{i}")} ":" space {self.rule(v, f"{name}-v{i}")}'
+                for i, (k, v) in enumerate(schema["x-pairs"])
+            ]
+            self.rules[f"{name}-kv"] = " | ".join(kinds)
+            pairs = _repeat(self.rules, name, f"{name}-kv", chr(34) + "," + chr(34) + " space", least, most)
+            return f'"{{" space {pairs} "}}" space'
         if "properties" not in schema:
             if "additionalProperties" not in schema:
                 return self.base("object")
