@@ -50,11 +50,11 @@ _OPPOSITE: dict[str, tuple[str, str, int]] = {  # keyword: (its negation, the ty
 }
 
 
-def conditional(node: Mapping[str, Any]) -> dict[str, Any]:
+def conditional(node: Mapping[str, Any], resolve: Resolve = _same) -> dict[str, Any]:
     """`node` with its `if`/`then`/`else` as one more `allOf` part: an `anyOf` of the two cases."""
     out = {k: v for k, v in node.items() if k not in ("if", "then", "else")}
     test = node["if"]
-    cases = [{"allOf": [test, node.get("then", True)]}, {"allOf": [negate(test), node.get("else", True)]}]
+    cases = [{"allOf": [test, node.get("then", True)]}, {"allOf": [negate(test, resolve), node.get("else", True)]}]
     out["allOf"] = [*node.get("allOf", []), {"x-cases": cases}]
     return out
 

@@ -118,7 +118,7 @@ class _Rewrite:
         if "not" in node:
             node = merge([{k: v for k, v in node.items() if k != "not"}, negate(node.pop("not"), self.follow)])
         if "if" in node:
-            node = conditional(node)
+            node = conditional(node, self.follow)
         node.pop("then", None)
         node.pop("else", None)
         return dependencies(node) if DEPENDENCIES & node.keys() else node
