@@ -197,6 +197,39 @@ CASES: list[tuple[str, dict[str, Any], list[Any], list[Any]]] = [
         [["x", "x"], ["x", 1, "x"]],
         [["x"], [1, "x"]],
     ),
+    (
+        "max-contains",
+        {"type": "array", "items": {"type": "integer"}, "contains": {"minimum": 5}, "minContains": 1, "maxContains": 2},
+        [[5], [1, 6, 2, 7], [9, 9, 0]],
+        [[], [1], [5, 6, 7]],
+    ),
+    (
+        "at-most-by-contains",
+        {
+            "type": "array",
+            "items": {"enum": ["a", "b"]},
+            "contains": {"const": "a"},
+            "minContains": 0,
+            "maxContains": 1,
+        },
+        [[], ["b", "b"], ["b", "a"]],
+        [["a", "a"], ["a", "b", "a"]],
+    ),
+    (
+        "one-of-with-required-beside-max-properties",
+        {
+            "allOf": [
+                {
+                    "type": "object",
+                    "properties": {"a": {"type": "integer"}},
+                    "oneOf": [{"required": ["a"]}, {"maxProperties": 0}],
+                },
+                {"type": "object", "properties": {"b": {"type": "integer"}}, "required": ["b"]},
+            ]
+        },
+        [{"a": 1, "b": 0}],
+        [{"b": 0}, {}],
+    ),
     ("property-names-false", {"type": "object", "propertyNames": False}, [{}], [{"a": 1}]),
     (
         "one-of-required-names",

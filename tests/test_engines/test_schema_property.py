@@ -39,6 +39,7 @@ LEAVES = st.sampled_from(
         {"type": "array", "items": {"enum": ["r", "g", "b"]}, "uniqueItems": True, "minItems": 1},
         {"type": "array", "prefixItems": [{"type": "boolean"}], "items": {"type": "null"}, "maxItems": 3},
         {"type": "array", "items": {"type": "integer", "maximum": 9}, "contains": {"minimum": 5}},
+        {"type": "array", "items": {"type": "integer", "maximum": 9}, "contains": {"minimum": 5}, "maxContains": 1},
         {"type": "string", "maxLength": 70},
     ]
 )

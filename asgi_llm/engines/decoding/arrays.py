@@ -13,7 +13,8 @@ import logging
 import math
 from typing import Any
 
-from .merge import merge
+from .merge import Clash, merge
+from .negation import negate
 from .walk import Schema, Unsatisfiable, Walker
 
 __all__ = ["rewrite_array"]
@@ -32,16 +33,15 @@ def rewrite_array(walk: Walker, node: Schema, where: str, depth: int) -> Schema:
     if prefix is None and isinstance(items, list):  # draft 7 tuples
         prefix, items = items, node.get("additionalItems")
     unique = bool(node.get("uniqueItems")) and (most is None or most > 1)
-    if "contains" in node and "maxContains" in node:
-        raise walk.refuse(where, "'maxContains'")
-    if prefix is not None and "contains" in node and node.get("minContains", 1) > 0:
+    counted = "contains" in node and (node.get("minContains", 1) > 0 or "maxContains" in node)
+    if prefix is not None and counted:
         raise walk.refuse(where, "'contains' beside a tuple")
     if prefix is not None:
         tuple_ = _tuple(walk, prefix, items, least, most, where, depth)
         if unique and len(tuple_["prefixItems"]) + (tuple_.get("maxItems", 2) if "items" in tuple_ else 0) > 1:
             raise walk.refuse(where, "'uniqueItems' on a tuple")
         return tuple_
-    if "contains" in node and node.get("minContains", 1) > 0:
+    if counted:
         if unique or most is not None:
             raise walk.refuse(where, "'contains' beside 'maxItems' or 'uniqueItems'")
         return _contains(walk, node, least, where, depth)
@@ -88,13 +88,34 @@ def _tuple(walk: Walker, prefix: list[Any], rest: Any, least: int, most: int | N
 
 
 def _contains(walk: Walker, node: Schema, least: int, where: str, depth: int) -> Schema:
-    hits = node.get("minContains", 1)
-    if hits > _MAX_CONTAINS or least > hits:
-        raise walk.refuse(where, f"'contains' with 'minItems' above 'minContains' or more than {_MAX_CONTAINS}")
+    """Items of which `minContains` to `maxContains` also meet `contains`. With no most, `x-contains`
+    (that many among any items); with one, each item is a hit or a miss (`x-miss`, the items that
+    fail `contains`: its negation), and the grammar counts the hits."""
+    hits, most = node.get("minContains", 1), node.get("maxContains")
+    if max(hits, most or 0) > _MAX_CONTAINS or least > hits:
+        raise walk.refuse(where, f"'contains' with 'minItems' above 'minContains' or counts above {_MAX_CONTAINS}")
+    if most is not None and most < hits:
+        raise walk.no_value(where, "'minContains' is above 'maxContains'")
     items = node.get("items", True)
     element = walk.node(items, f"{where}/items", depth + 1)
-    hit = walk.node(merge([items, node["contains"]]), f"{where}/contains", depth + 1)
-    return {"type": "array", "items": element, "x-contains": hit, "minContains": hits}
+    out = {"type": "array", "items": element, "minContains": hits}
+    try:
+        out["x-contains"] = walk.node(merge([items, node["contains"]]), f"{where}/contains", depth + 1)
+    except Unsatisfiable:
+        if hits:
+            raise
+        return {"type": "array", "items": element, "minItems": 0}  # no item can be a hit
+    if most is None:
+        return out
+    try:
+        miss = negate(node["contains"], walk.follow)
+    except Clash as exc:
+        raise walk.refuse(where, f"'maxContains' ({exc})") from None
+    try:
+        out["x-miss"] = walk.node(merge([items, miss]), f"{where}/items", depth + 1)
+    except Unsatisfiable:
+        pass  # every item is a hit
+    return {**out, "maxContains": most}
 
 
 def _unique(walk: Walker, out: Schema, where: str) -> Schema:

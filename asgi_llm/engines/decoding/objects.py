@@ -74,6 +74,8 @@ def rewrite_object(walk: Walker, node: Schema, where: str, depth: int) -> Schema
         subs = _declared(walk, properties, required, patterns, keys, where, depth)
         if least > len(subs):
             raise walk.no_value(where, f"'minProperties' asks for more than the {len(subs)} properties allowed")
+        if most is not None and len(required) > most:
+            raise walk.no_value(where, f"'maxProperties' is below the {len(required)} properties required")
         shut = {"type": "object", "properties": subs, "required": required, "additionalProperties": False}
         return {**shut, **bounds}
     return _free_keys(walk, patterns, extra, keys, bounds, where, depth)

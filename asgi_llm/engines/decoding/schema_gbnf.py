@@ -138,6 +138,8 @@ class _Builder:
         least, most = schema.get("minItems", 0), schema.get("maxItems")
         if schema.get("x-unique"):
             return f'"[" space {self.unique(schema["items"], name, least, most)} "]" space'
+        if "maxContains" in schema:
+            return f'"[" space {self.counted_hits(schema, name)} "]" space'
         if "x-contains" in schema:
             hit = self.rule(schema["x-contains"], f"{name}-hit")
             more = (
@@ -148,6 +150,22 @@ class _Builder:
             return f'"[" space ({item} "," space)* {hit} {more} ("," space {item})* "]" space'
         inner = _repeat(self.rules, name, item, '"," space', least, most)
         return f'"[" space {inner} "]" space'
+
+    def counted_hits(self, schema: Mapping[str, Any], name: str) -> str:
+        """Items each a hit (`x-contains`) or a miss (`x-miss`), `minContains` to `maxContains` hits:
+        a rule per item and hits before it (`e`), and per place after an item (`t`)."""
+        least, most = schema["minContains"], schema["maxContains"]
+        hit = self.rule(schema["x-contains"], f"{name}-hit")
+        miss = self.rule(schema["x-miss"], f"{name}-miss") if "x-miss" in schema else None
+        open_ = [h for h in range(most + 1) if miss or h < most]  # where another item may follow
+        for h in open_:
+            alts = [f"{miss} {name}-t{h}"] if miss else []
+            alts += [f"{hit} {name}-t{h + 1}"] if h < most else []
+            self.rules[f"{name}-e{h}"] = " | ".join(alts)
+        for h in range(most + 1):
+            alts = [f'"," space {name}-e{h}'] if h in open_ else []
+            self.rules[f"{name}-t{h}"] = " | ".join(alts + (['""'] if h >= least else []))
+        return f"({name}-e0)" if least else f"({name}-e0)?"
 
     def tuple(self, schema: Mapping[str, Any], name: str) -> str:
         """The prefix in full, then the rest's items, if any may follow."""

@@ -30,6 +30,10 @@ class Walker(Protocol):
         """`schema` (at the JSON path `where`, `depth` levels in) rewritten."""
         ...
 
+    def follow(self, schema: Any) -> Any:
+        """`schema` with its top-level references followed (for a negation)."""
+        ...
+
     def refuse(self, where: str, what: str) -> Unsupported:
         """The 400 for `what` at `where`, which decoding cannot enforce."""
         ...
