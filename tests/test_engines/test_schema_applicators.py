@@ -249,6 +249,12 @@ CASES: list[tuple[str, dict[str, Any], list[Any], list[Any]]] = [
     ),
     ("one-of-patterns", {"type": "string", "oneOf": [{"pattern": "^a"}, {"pattern": "b$"}]}, ["a", "xb"], ["ab", "x"]),
     ("not-string-values", {"type": "string", "not": {"enum": ["x", "yz"]}}, ["", "y", "xx"], ["x", "yz"]),
+    (
+        "not-its-own-pattern-in-a-branch",
+        {"anyOf": [{"type": "string", "pattern": "^a", "not": {"pattern": "^a"}}, {"type": "integer"}]},
+        [1],
+        ["a", "b"],
+    ),
     ("not-pattern", {"type": "string", "not": {"pattern": "^a"}}, ["", "ba"], ["a", "ab"]),
     (
         "one-of-closed-objects",

@@ -59,6 +59,9 @@ def _automaton_fits(walk: Walker, node: Schema, where: str, keyword: str) -> Sch
         raise walk.refuse(where, f"'{keyword}' ({exc})") from None
     assert dfa is not None
     if dfa.empty:
+        positive = {k: v for k, v in bare.items() if k not in ("x-antipatterns", "x-except")}
+        if positive != bare and not (string_dfa(positive) or dfa).empty:  # what a `not` took away
+            raise walk.no_value(where, "no string is left by its 'not'")
         raise walk.refuse(where, f"'{keyword}' (no string the grammar can write matches it)")
     longest = _longest(dfa)
     if node.get("maxLength") is not None and longest is not None and longest <= node["maxLength"]:
