@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-__all__ = ["ANNOTATIONS", "Clash", "NoValue", "merge", "types_of"]
+__all__ = ["ANNOTATIONS", "Clash", "NoValue", "both", "merge", "types_of"]
 
 Schema = dict[str, Any]
 
@@ -44,6 +44,15 @@ class NoValue(ValueError):
 
 class Clash(ValueError):
     """The parts' keyword cannot be merged into one the grammar holds; the message names it."""
+
+
+def both(*parts: Any) -> Any:
+    """Sub-schemas that must all hold, as one: `false` where one is `false` (a key that must be
+    absent stays plainly so), an `allOf` otherwise."""
+    kept = [p for p in parts if p is not True]
+    if any(p is False for p in kept):
+        return False
+    return kept[0] if len(kept) == 1 else {"allOf": kept} if kept else True
 
 
 def types_of(schema: Mapping[str, Any]) -> frozenset[str] | None:
@@ -94,11 +103,11 @@ def _combine(merged: Schema, key: str, value: Any) -> None:
     elif key in ("uniqueItems", "x-fractional"):
         merged[key] = old or value
     elif key in ("properties", "dependentSchemas"):
-        merged[key] = {**old, **{n: ({"allOf": [old[n], s]} if n in old else s) for n, s in value.items()}}
+        merged[key] = {**old, **{n: (both(old[n], s) if n in old else s) for n, s in value.items()}}
     elif key == "dependentRequired":
         merged[key] = {**old, **{n: list(dict.fromkeys([*old.get(n, []), *v])) for n, v in value.items()}}
     elif key in _SUBSCHEMA:
-        merged[key] = {"allOf": [old, value]}
+        merged[key] = both(old, value)
     elif key == "not":
         merged[key] = {"anyOf": [old, value]}
     elif key == "allOf":
@@ -181,8 +190,8 @@ def _cross_tuples(left: Schema, right: Schema) -> tuple[Schema, Schema]:
         return {**side, "prefixItems": prefix + [side.get("items", True)] * (size - len(prefix))}
 
     left, right = padded(left), padded(right)
-    both = [{"allOf": [a, b]} for a, b in zip(left["prefixItems"], right["prefixItems"], strict=True)]
-    return {**left, "prefixItems": both}, {k: v for k, v in right.items() if k != "prefixItems"}
+    joined = [both(a, b) for a, b in zip(left["prefixItems"], right["prefixItems"], strict=True)]
+    return {**left, "prefixItems": joined}, {k: v for k, v in right.items() if k != "prefixItems"}
 
 
 def _held(properties: Mapping[str, Any], other: Schema, names: Iterable[str]) -> dict[str, Any]:
@@ -192,5 +201,5 @@ def _held(properties: Mapping[str, Any], other: Schema, names: Iterable[str]) ->
         if not rules and "additionalProperties" in other:
             rules = [other["additionalProperties"]]
         if rules:
-            out[name] = {"allOf": [properties[name], *rules]}
+            out[name] = both(properties[name], *rules)
     return out
