@@ -368,3 +368,12 @@ def test_a_pattern_with_a_long_length_bound_is_written_at_most_256_characters_lo
     assert Position(grammar).advance(text("a" * 256)).complete
     assert not Position(grammar).advance(text("a" * 257)).complete  # valid, but past what the grammar unrolls
     closes_from_every_prefix(schema, "abc")
+
+
+def test_what_is_left_out_is_said_in_the_log(caplog: pytest.LogCaptureFixture) -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "enum": ["x"]}, "k": {"type": "string"}}}
+    with caplog.at_level("WARNING", logger="asgi_llm.engine"):
+        out = enforceable(schema, "format")
+    assert list(out["properties"]) == ["k"]
+    said = [r.getMessage() for r in caplog.records if r.name == "asgi_llm.engine"]
+    assert any("/properties/n" in m and "left out" in m for m in said), said
