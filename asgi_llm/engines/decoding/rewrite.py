@@ -9,8 +9,11 @@ a required part that none can satisfy is a 400 (`Unsatisfiable`). Bounds, patter
 key rules are kept for the grammar, each tried on its own automaton here, so what cannot be held
 is a 400 naming it and where, before any token.
 
-The forms, besides `anyOf`, `const` and `enum`: objects (`objects`), arrays (`arrays`), strings
-(`format`, `x-patterns`, lengths), numbers and integers (bounds, `multipleOf`), booleans, null.
+The forms, besides `anyOf`, `const`, `enum` and `x-ref`: objects (`objects`: closed, free keys,
+`x-pairs`), arrays (`arrays`: items, tuples, `x-contains` / `x-miss`, `x-unique`), strings and
+numbers (`scalars`: `format`, `x-patterns`, `x-antipatterns`, `x-except`, lengths; bounds,
+`multipleOf`, `x-fractional`), booleans, null. `oneOf` comes out as an `anyOf` whose branches no
+document can match two of (`oneof`).
 """
 
 from __future__ import annotations

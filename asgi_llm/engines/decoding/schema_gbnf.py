@@ -3,8 +3,10 @@
 Our own converter (llama-cpp-python's drops ranges, and asserts on patterns it cannot read):
 the same shapes as llama.cpp's (`root`, a `space` after each value, properties in order,
 required ones first), with bounded numbers, patterns, formats and key rules spelled by
-automata (`automata`, `numbers`), and object sizes counted as properties are chosen. Equal
-sub-schemas share one rule, so a format used in fifty fields is written once.
+automata (`automata`, `numbers`), and object sizes counted as properties are chosen. Counts of
+any size are written in blocks (`counts`); a recursive reference is a rule of its own, and
+`contains` hits, unique values and kinds of free keys are rules counted as they are written.
+Equal sub-schemas share one rule, so a format used in fifty fields is written once.
 """
 
 from __future__ import annotations
