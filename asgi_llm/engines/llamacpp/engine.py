@@ -219,12 +219,16 @@ class LlamaCppEngine:
         if not compiles(request):
             return constraint_for(request)
         timeout = self.config.queue_timeout
-        with anyio.move_on_after(timeout):
-            async with self._compiling:
-                return await anyio.to_thread.run_sync(lambda: constraint_for(request, grammars=self.grammars))
-        raise Overloaded(
-            f"This request waited {timeout:g} s to compile its schema for '{self.config.id}'; retry shortly."
-        )
+        with anyio.move_on_after(timeout) as turn:
+            await self._compiling.acquire()
+        if turn.cancelled_caught:  # only the wait for a turn is bounded: a compile once begun ends
+            raise Overloaded(
+                f"This request waited {timeout:g} s to compile its schema for '{self.config.id}'; retry shortly."
+            )
+        try:
+            return await anyio.to_thread.run_sync(lambda: constraint_for(request, grammars=self.grammars))
+        finally:
+            self._compiling.release()
 
     def _loading(self, fraction: float) -> None:
         self.progress = fraction
