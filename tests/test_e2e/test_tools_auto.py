@@ -24,6 +24,7 @@ from asgi_llm.core import (
     ToolCallStart,
     ToolSpec,
 )
+from asgi_llm.engines.decoding.schema_gbnf import schema_gbnf
 from asgi_llm.engines.decoding.tool_calls import plan_calls
 from asgi_llm.engines.decoding.tool_detect import trigger_grammar
 from asgi_llm.engines.llamacpp import LlamaCppEngine, sampling
@@ -100,7 +101,7 @@ async def test_trigger_grammars_prime_safely(engine: LlamaCppEngine, marker: str
     """Text a grammar would refuse is found out before llama.cpp sees it (it would abort the process)."""
     schema = plan_calls(TOOLS, "required", parallel=False, keys=("arguments", "parameters")).schema
     model = engine.runtime.model
-    call_gbnf = await engine._thread.call(lambda: sampling.checked_grammar(model, schema, "tools"))
+    call_gbnf = await engine._thread.call(lambda: sampling.accepted_grammar(model, schema_gbnf(schema), "tools"))
     gbnf = trigger_grammar(call_gbnf, marker, call_text, parallel=True)
 
     def prime() -> bool:

@@ -15,7 +15,6 @@ from asgi_llm.engines.decoding.grammar import (
     check_schema,
     checked_output,
     enforceable,
-    output_schema,
     validator,
 )
 from asgi_llm.engines.decoding.schema_gbnf import schema_gbnf
@@ -231,11 +230,14 @@ def test_strings_keep_control_characters_and_lone_surrogates_out_and_exponents_a
 
 
 def test_output_schema_for_each_kind() -> None:
-    schema, check = output_schema(OutputFormat("json_object", "format"))
-    assert schema == {"type": "object"} and check.is_valid({}) and not check.is_valid([])
-    schema, check = output_schema(OutputFormat("json_schema", PARAM, schema=PERSON))
-    assert schema["required"] == ["name", "age"]
-    assert check.is_valid({"name": "a", "age": 1}) and not check.is_valid({"name": "a"})
+    from asgi_llm.engines.decoding.compiled import Grammars
+    from asgi_llm.engines.decoding.constraints import _output
+
+    anything = _output(OutputFormat("json_object", "format"), Grammars())
+    assert anything.schema == {"type": "object"} and anything.check.is_valid({}) and not anything.check.is_valid([])
+    person = _output(OutputFormat("json_schema", PARAM, schema=PERSON), Grammars())
+    assert person.schema["required"] == ["name", "age"]
+    assert person.check.is_valid({"name": "a", "age": 1}) and not person.check.is_valid({"name": "a"})
 
 
 def _finish(reason: str = "stop", stop_sequence: str | None = None) -> Finish:

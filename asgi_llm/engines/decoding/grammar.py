@@ -14,7 +14,6 @@ from typing import Any
 
 from ...core.errors import InternalError, Unsupported
 from ...core.events import Finish, GenerationEvent, TextDelta
-from ...core.requests import OutputFormat
 from .checks import Validator, check_schema, validator
 from .gbnf import GrammarError, parse
 from .rewrite import Schema, literal_safe, rewrite
@@ -28,17 +27,9 @@ __all__ = [
     "checked_output",
     "enforceable",
     "literal_safe",
-    "output_schema",
     "relax_space",
     "validator",
 ]
-
-
-def output_schema(fmt: OutputFormat) -> tuple[Schema, Validator]:
-    """The schema the output is decoded under, and the check it must pass when done."""
-    if fmt.kind == "json_object":
-        return {"type": "object"}, validator({"type": "object"})
-    return enforceable(fmt.schema, fmt.param), validator(fmt.schema)
 
 
 def enforceable(schema: Mapping[str, Any], param: str, *, root_type: str | None = None) -> Schema:

@@ -22,30 +22,17 @@ from ..decoding.closing import Closer
 from ..decoding.compiled import readable
 from ..decoding.constraints import LazyCalls
 from ..decoding.gbnf import Grammar
-from ..decoding.grammar import Schema
-from ..decoding.schema_gbnf import schema_gbnf
 from ..decoding.tool_calls import JsonValues, canonical_json
 from ..decoding.tool_detect import CallDetector, call_level, trigger_grammar
 from .native import Model
 from .picks import PENALTY_WINDOW, bounded, fast_pick, penalized, top_k
 
-__all__ = ["Sampling", "accepted_grammar", "checked_grammar", "logprob", "readable", "spelling"]
+__all__ = ["Sampling", "accepted_grammar", "logprob", "readable", "spelling"]
 
 log = logging.getLogger("asgi_llm.engine")
 internals: Any = _internals  # untyped; only its sampler chain is used
 _TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])  # llama_token_data
 Logits = Callable[[int], Any]  # batch row -> the ctypes float pointer of its logits
-
-
-def checked_grammar(model: Model, schema: Schema, param: str) -> str:
-    """The grammar for `schema` (our converter, on a schema `grammar.enforceable` has rewritten),
-    parsed once by llama.cpp here so a failure is a 400, not a crash later."""
-    try:
-        gbnf = schema_gbnf(schema)
-    except Exception:  # `enforceable` tried each automaton already; this is a bug, refused, not a crash
-        log.warning("the grammar converter failed on a checked schema for %s", param, exc_info=True)
-        raise Unsupported(f"The schema in '{param}' cannot be enforced while decoding.", param=param) from None
-    return accepted_grammar(model, gbnf, param, f"The schema in '{param}' cannot be enforced while decoding.")
 
 
 def accepted_grammar(model: Model, gbnf: str, param: str, refusal: str = "") -> str:
