@@ -223,3 +223,19 @@ async def test_the_engine_compiles_on_worker_threads_a_few_at_a_time(monkeypatch
     first = outcomes[0]
     again = await engine._constraint(requests[0])  # kept: no second compile
     assert isinstance(first, Constraint) and again.grammar is first.grammar
+
+
+@pytest.mark.anyio
+async def test_a_compile_that_fails_gives_its_turn_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug in the converter ends its own request; the next ones still get a turn to compile."""
+
+    def broken(schema: Any) -> str:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(compiled, "schema_gbnf", broken)
+    engine = LlamaCppEngine(ModelConfig(id="m", path="m.gguf", queue_timeout=0.2), InferenceThread())
+    for i in range(COMPILES + 2):
+        with pytest.raises(Unsupported):  # the converter's fault, refused by name, not a crash
+            await engine._constraint(structured({"type": "string", "maxLength": i + 1}))
+    monkeypatch.undo()
+    assert isinstance(await engine._constraint(structured(PERSON)), Constraint)
