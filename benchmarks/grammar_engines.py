@@ -41,9 +41,10 @@ from llguidance.numpy import allocate_token_bitmask, fill_next_token_bitmask
 from asgi_llm.config import ModelConfig
 from asgi_llm.core import LLMError, SamplingParams
 from asgi_llm.engines.decoding.grammar import enforceable
+from asgi_llm.engines.decoding.schema_gbnf import schema_gbnf
 from asgi_llm.engines.llamacpp.jobs import BatchToken
 from asgi_llm.engines.llamacpp.native import Decoder, Model, new_single_context
-from asgi_llm.engines.llamacpp.sampling import Sampling, checked_grammar, readable
+from asgi_llm.engines.llamacpp.sampling import Sampling, accepted_grammar, readable
 
 CTX = 1024
 GREEDY = SamplingParams(temperature=0)
@@ -89,7 +90,7 @@ class Ours:
     name = "ours"
 
     def __init__(self, model: Model, decoder: Decoder, schema: dict[str, Any] | None) -> None:
-        gbnf = checked_grammar(model, enforceable(schema, "s"), "s") if schema is not None else None
+        gbnf = accepted_grammar(model, schema_gbnf(enforceable(schema, "s")), "s") if schema is not None else None
         shape = readable(gbnf) if gbnf is not None else None
         self._sampling = Sampling(model, decoder.logits, GREEDY, 0, grammar=gbnf, shape=shape)
         self._context = decoder.context
@@ -178,7 +179,7 @@ def per_token(model: Model, decoder: Decoder, tokenizer: LLTokenizer, tokens: in
 
 def compile_times(model: Model, tokenizer: LLTokenizer, repeats: int) -> None:
     def ours() -> None:
-        readable(checked_grammar(model, enforceable(WIDE, "s"), "s"))
+        readable(accepted_grammar(model, schema_gbnf(enforceable(WIDE, "s")), "s"))
 
     def guidance() -> None:
         compact = LLMatcher.grammar_from_json_schema(WIDE, overrides={"whitespace_flexible": False})

@@ -99,7 +99,7 @@ async def test_the_tools_note_reaches_a_template_without_tools(engine: LlamaCppE
 )
 async def test_trigger_grammars_prime_safely(engine: LlamaCppEngine, marker: str, call_text: str, primes: bool) -> None:
     """Text a grammar would refuse is found out before llama.cpp sees it (it would abort the process)."""
-    schema = plan_calls(TOOLS, "required", parallel=False, keys=("arguments", "parameters")).schema
+    schema = plan_calls(TOOLS, "required", parallel=False, keys=("arguments", "parameters")).form
     model = engine.runtime.model
     call_gbnf = await engine._thread.call(lambda: sampling.accepted_grammar(model, schema_gbnf(schema), "tools"))
     gbnf = trigger_grammar(call_gbnf, marker, call_text, parallel=True)

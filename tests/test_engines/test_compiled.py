@@ -63,7 +63,7 @@ def test_the_same_schema_is_compiled_once(monkeypatch: pytest.MonkeyPatch) -> No
     rewrites, converts = counting(monkeypatch, "enforceable"), counting(monkeypatch, "schema_gbnf")
     first = constraint_for(structured(PERSON), grammars=grammars)
     again = constraint_for(structured({**PERSON}), grammars=grammars)  # equal, not the same object
-    assert first.grammar is not None and again.grammar is first.grammar and again.schema is first.schema
+    assert first.grammar is not None and again.grammar is first.grammar and again.form is first.form
     assert first.grammar.shape is not None and "root ::=" in first.grammar.gbnf
     assert len(rewrites) == len(converts) == 1
 
@@ -76,8 +76,8 @@ def test_a_changed_schema_param_or_key_order_is_compiled_anew() -> None:
     assert grammars.enforced(PERSON, "tools[0]") is not first
     assert grammars.enforced(PERSON, "response_format", root_type="object") is not first
     swapped = {**PERSON, "properties": dict(reversed(PERSON["properties"].items()))}  # properties keep their order
-    written = grammars.schema_grammar(grammars.enforced(swapped, "response_format").schema, "response_format")
-    assert written is not grammars.schema_grammar(first.schema, "response_format")
+    written = grammars.schema_grammar(grammars.enforced(swapped, "response_format").form, "response_format")
+    assert written is not grammars.schema_grammar(first.form, "response_format")
     assert written.gbnf.index("age") < written.gbnf.index("name")
 
 
@@ -86,7 +86,7 @@ def test_schemas_that_differ_in_annotations_only_share_their_grammar() -> None:
     described = {**PERSON, "description": "someone"}
     first, other = grammars.enforced(PERSON, "p"), grammars.enforced(described, "p")
     assert other is not first  # its check is the client's own schema's
-    assert grammars.schema_grammar(other.schema, "p") is grammars.schema_grammar(first.schema, "p")
+    assert grammars.schema_grammar(other.form, "p") is grammars.schema_grammar(first.form, "p")
 
 
 def test_tools_are_compiled_once_for_forced_and_auto_calls(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,6 +18,7 @@ from asgi_llm.core import (
     Usage,
 )
 from asgi_llm.engines.decoding.constraints import constraint_for, forces_call, offers_tools
+from asgi_llm.engines.decoding.forms import Choice, Closed, Plain, Rewritten, values_of
 
 TOOL = ToolSpec("f", None, {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]})
 JSON = OutputFormat("json_object", "response_format")
@@ -32,7 +33,7 @@ def chat(**fields: object) -> ChatRequest:
 def test_auto_and_none_decode_freely(choice: str) -> None:
     request = chat(tools=(TOOL,), tool_choice=choice)
     constraint = constraint_for(request)
-    assert not forces_call(request) and constraint.schema is None and constraint.sampling == request.sampling
+    assert not forces_call(request) and constraint.form is None and constraint.sampling == request.sampling
     assert offers_tools(request) is (choice == "auto")
     events = [TextDelta("{}"), Finish("stop", Usage(1, 1))]
     assert list(constraint.wrap(events)) == events
@@ -42,8 +43,8 @@ def test_auto_finds_calls_in_text_and_holds_a_begun_call_to_a_grammar() -> None:
     constraint = constraint_for(chat(tools=(TOOL,), parallel_tool_calls=False), new_id=lambda: "call_1")
     lazy = constraint.lazy
     assert lazy is not None and not lazy.parallel and set(lazy.checks) == {"f"}
-    assert lazy.schema is not None
-    keys = [set(option["properties"]) for option in lazy.schema["anyOf"]]
+    assert lazy.form is not None and isinstance(lazy.form.root, Choice)
+    keys = [set(option.declared) for option in lazy.form.root.options if isinstance(option, Closed)]
     assert keys == [{"name", "arguments"}, {"name", "parameters"}]
     events = list(constraint.wrap([TextDelta('{"name": "f", "parameters": {"x": 2}}'), Finish("stop", Usage(1, 9))]))
     assert events[0] == ToolCallStart("call_1", "f") and events[-1] == Finish("tool_calls", Usage(1, 9))
@@ -52,12 +53,12 @@ def test_auto_finds_calls_in_text_and_holds_a_begun_call_to_a_grammar() -> None:
 def test_auto_with_a_tool_decoding_cannot_enforce_still_finds_calls() -> None:
     loose = ToolSpec("g", None, {"type": "object", "properties": {"n": {"type": "array", "uniqueItems": True}}})
     lazy = constraint_for(chat(tools=(loose,))).lazy
-    assert lazy is not None and lazy.schema is None and set(lazy.checks) == {"g"}
+    assert lazy is not None and lazy.form is None and set(lazy.checks) == {"g"}
 
 
 def test_a_format_wins_over_auto_tools() -> None:
     constraint = constraint_for(chat(tools=(TOOL,), sampling=SamplingParams(output_format=JSON)))
-    assert constraint.schema == {"type": "object"} and constraint.lazy is None
+    assert constraint.form == Rewritten(Plain("object")) and constraint.lazy is None
 
 
 def test_a_forced_call_wins_over_a_format_and_drops_stops_and_logprobs() -> None:
@@ -66,19 +67,20 @@ def test_a_forced_call_wins_over_a_format_and_drops_stops_and_logprobs() -> None
     constraint = constraint_for(request, new_id=lambda: "call_1")
     assert forces_call(request) and constraint.param == "tools"
     assert constraint.sampling == SamplingParams()
-    assert constraint.schema is not None and constraint.schema["properties"]["name"] == {"const": "f"}
+    assert constraint.form is not None and isinstance(constraint.form.root, Closed)
+    assert constraint.form.root.declared["name"] == values_of(["f"])
     events = list(constraint.wrap([TextDelta('{"name": "f", "arguments": {"x": 1}}'), Finish("stop", Usage(1, 9))]))
     assert events[0] == ToolCallStart("call_1", "f") and events[-1] == Finish("tool_calls", Usage(1, 9))
 
 
 def test_required_without_tools_decodes_freely() -> None:
-    assert constraint_for(chat(tool_choice="required")).schema is None
+    assert constraint_for(chat(tool_choice="required")).form is None
 
 
 def test_structured_output_applies_to_raw_completions_too() -> None:
     request = CompletionRequest("m", ("{",), sampling=SamplingParams(output_format=JSON))
     constraint = constraint_for(request)
-    assert (constraint.schema, constraint.param) == ({"type": "object"}, "response_format")
+    assert (constraint.form, constraint.param) == (Rewritten(Plain("object")), "response_format")
 
 
 def test_unenforceable_formats_fail_before_decoding() -> None:

@@ -11,6 +11,19 @@ from typing import Any
 import pytest
 
 from asgi_llm.core import Finish, InternalError, InvalidRequest, OutputFormat, TextDelta, Unsupported, Usage
+from asgi_llm.engines.decoding.forms import (
+    ANY,
+    Choice,
+    Closed,
+    Form,
+    FreeKeys,
+    Items,
+    Plain,
+    Text,
+    Tuple,
+    Values,
+    values_of,
+)
 from asgi_llm.engines.decoding.grammar import (
     check_schema,
     checked_output,
@@ -27,10 +40,11 @@ PERSON = {
 }
 
 
-def rewrite(schema: dict[str, Any], **options: Any) -> dict[str, Any]:
+def rewrite(schema: dict[str, Any], **options: Any) -> Form:
     out = enforceable(schema, PARAM, **options)
     schema_gbnf(out)  # the converter takes every rewritten schema without a fault
-    return out
+    assert not out.defs
+    return out.root
 
 
 @pytest.mark.parametrize(
@@ -135,17 +149,12 @@ def test_unsatisfiable_enum_is_invalid() -> None:
 
 def test_objects_keep_their_properties_and_lose_extra_keys() -> None:
     out = rewrite({**PERSON, "title": "Person", "description": "someone"})
-    assert out == {
-        "type": "object",
-        "properties": {"name": {"type": "string", "maxLength": 20}, "age": {"type": "integer"}},
-        "required": ["name", "age"],
-        "additionalProperties": False,
-    }
+    assert out == Closed((("name", Text(most=20)), ("age", Plain("integer"))), ("name", "age"))
 
 
 def test_annotations_and_unknown_keywords_are_dropped_harmless_ones_too() -> None:
     schema = {"type": "array", "items": {"type": "boolean", "x-vendor": 1, "nullable": True}, "uniqueItems": False}
-    assert rewrite(schema) == {"type": "array", "items": {"type": "boolean"}, "minItems": 0}
+    assert rewrite(schema) == Items(Plain("boolean"))
 
 
 def test_references_are_inlined() -> None:
@@ -155,13 +164,9 @@ def test_references_are_inlined() -> None:
         "properties": {"a": {"$ref": "#/$defs/Point"}, "b": {"$ref": "#/$defs/Point", "description": "second"}},
         "required": ["a", "b"],
     }
-    point = {
-        "type": "object",
-        "properties": {"x": {"type": "number"}},
-        "required": ["x"],
-        "additionalProperties": False,
-    }
-    assert rewrite(schema)["properties"] == {"a": point, "b": point}
+    point = Closed((("x", Plain("number")),), ("x",))
+    out = rewrite(schema)
+    assert isinstance(out, Closed) and out.declared == {"a": point, "b": point}
 
 
 def test_a_dangling_reference_is_invalid() -> None:
@@ -170,39 +175,37 @@ def test_a_dangling_reference_is_invalid() -> None:
 
 
 def test_type_lists_and_combinators_become_any_of() -> None:
-    assert rewrite({"type": ["string", "null"], "maxLength": 3}) == {
-        "anyOf": [{"type": "string", "maxLength": 3}, {"type": "null"}]
-    }
-    assert rewrite({"type": "string", "oneOf": [{"format": "date"}, {"maxLength": 2}]}) == {
-        "anyOf": [{"type": "string", "format": "date"}, {"type": "string", "maxLength": 2}]
-    }
-    assert rewrite({"allOf": [{"type": "string"}, {"maxLength": 4}]}) == {"type": "string", "maxLength": 4}
+    assert rewrite({"type": ["string", "null"], "maxLength": 3}) == Choice((Text(most=3), Plain("null")))
+    dates = rewrite({"type": "string", "oneOf": [{"format": "date"}, {"maxLength": 2}]})
+    assert dates == Choice((Text("date"), Text(most=2)))
+    assert isinstance(dates, Choice) and isinstance(dates.options[0], Text) and dates.options[0].dfa is not None
+    assert rewrite({"allOf": [{"type": "string"}, {"maxLength": 4}]}) == Text(most=4)
 
 
 def test_enum_keeps_only_values_the_rest_allows() -> None:
-    assert rewrite({"type": "string", "enum": ["a", 1, "b"]}) == {"enum": ["a", "b"]}
-    assert rewrite({"enum": ["only", "other"], "const": "only"}) == {"const": "only"}
+    assert rewrite({"type": "string", "enum": ["a", 1, "b"]}) == Values(('"a"', '"b"'))
+    assert rewrite({"enum": ["only", "other"], "const": "only"}) == values_of(["only"])
 
 
 def test_the_empty_schema_allows_any_value() -> None:
     out = rewrite({})
-    assert [alt["type"] for alt in out["anyOf"]] == ["object", "array", "string", "number", "boolean", "null"]
+    assert out == ANY and isinstance(out, Choice)
+    assert [alt.kind for alt in out.options if isinstance(alt, Plain)] == [
+        *("object", "array", "string", "number", "boolean", "null")
+    ]
 
 
 def test_tool_arguments_must_be_an_object() -> None:
-    assert rewrite({}, root_type="object") == {"type": "object"}
-    assert rewrite({"properties": {}}, root_type="object")["type"] == "object"
+    assert rewrite({}, root_type="object") == Plain("object")
+    assert rewrite({"properties": {}}, root_type="object") == Closed(())
 
 
 def test_declared_properties_close_an_object_unless_extra_keys_are_asked_for() -> None:
-    closed = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
-    assert rewrite({"type": "object", "properties": {}}) == closed
-    assert rewrite({"type": "object"}) == {"type": "object"}
-    assert rewrite({"type": "object", "properties": {}, "additionalProperties": True}) == {"type": "object"}
-    assert rewrite({"type": "object", "properties": {}, "additionalProperties": {"type": "integer"}}) == {
-        "type": "object",
-        "additionalProperties": {"type": "integer"},
-    }
+    assert rewrite({"type": "object", "properties": {}}) == Closed(())
+    assert rewrite({"type": "object"}) == Plain("object")
+    assert rewrite({"type": "object", "properties": {}, "additionalProperties": True}) == Plain("object")
+    integers = {"type": "object", "properties": {}, "additionalProperties": {"type": "integer"}}
+    assert rewrite(integers) == FreeKeys(Plain("integer"))
     with pytest.raises(Unsupported, match="JSON object"):
         rewrite({"type": "string"}, root_type="object")
 
@@ -213,13 +216,9 @@ def test_draft7_tuples_and_bounded_arrays() -> None:
         "type": "array",
         "items": [{"type": "string"}],
     }
-    assert rewrite(tuple_schema) == {"type": "array", "prefixItems": [{"type": "string"}]}
-    assert rewrite({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3}) == {
-        "type": "array",
-        "items": {"type": "integer"},
-        "minItems": 1,
-        "maxItems": 3,
-    }
+    assert rewrite(tuple_schema) == Tuple((Plain("string"),))
+    bounded = {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3}
+    assert rewrite(bounded) == Items(Plain("integer"), 1, 3)
 
 
 def test_strings_keep_control_characters_and_lone_surrogates_out_and_exponents_are_short() -> None:
@@ -234,9 +233,9 @@ def test_output_schema_for_each_kind() -> None:
     from asgi_llm.engines.decoding.constraints import _output
 
     anything = _output(OutputFormat("json_object", "format"), Grammars())
-    assert anything.schema == {"type": "object"} and anything.check.is_valid({}) and not anything.check.is_valid([])
+    assert anything.form.root == Plain("object") and anything.check.is_valid({}) and not anything.check.is_valid([])
     person = _output(OutputFormat("json_schema", PARAM, schema=PERSON), Grammars())
-    assert person.schema["required"] == ["name", "age"]
+    assert isinstance(person.form.root, Closed) and person.form.root.required == ("name", "age")
     assert person.check.is_valid({"name": "a", "age": 1}) and not person.check.is_valid({"name": "a"})
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from asgi_llm.engines.decoding.forms import Choice, Closed, Ref, Rewritten
 from asgi_llm.engines.decoding.gbnf import parse
 from asgi_llm.engines.decoding.grammar import enforceable
 from asgi_llm.engines.decoding.recognizer import Position
@@ -342,8 +343,9 @@ def test_a_huge_bound_makes_a_small_grammar() -> None:
 
 def test_two_tools_with_the_same_recursive_definition_get_rules_of_their_own() -> None:
     one, two = enforceable(TREE, "tools[0]"), enforceable(TREE, "tools[1]")
-    assert one["x-ref"] != two["x-ref"]
-    both = {"anyOf": [one, two]}
+    assert isinstance(one.root, Ref) and isinstance(two.root, Ref) and one.root != two.root
+    both = Rewritten.around(Choice((one.root, two.root)), [one, two])
+    assert set(both.defs) == {one.root.name, two.root.name}
     assert _grammar_text_ok(schema_gbnf(both))
 
 
@@ -374,6 +376,6 @@ def test_what_is_left_out_is_said_in_the_log(caplog: pytest.LogCaptureFixture) -
     schema = {"type": "object", "properties": {"n": {"type": "integer", "enum": ["x"]}, "k": {"type": "string"}}}
     with caplog.at_level("WARNING", logger="asgi_llm.engine"):
         out = enforceable(schema, "format")
-    assert list(out["properties"]) == ["k"]
+    assert isinstance(out.root, Closed) and list(out.root.declared) == ["k"]
     said = [r.getMessage() for r in caplog.records if r.name == "asgi_llm.engine"]
     assert any("/properties/n" in m and "left out" in m for m in said), said

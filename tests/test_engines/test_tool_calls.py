@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +22,7 @@ from asgi_llm.core import (
     Unsupported,
     Usage,
 )
+from asgi_llm.engines.decoding.forms import Choice, Closed, Items, values_of
 from asgi_llm.engines.decoding.schema_gbnf import schema_gbnf
 from asgi_llm.engines.decoding.tool_calls import (
     MAX_PARALLEL_CALLS,
@@ -53,30 +53,29 @@ def stop() -> Finish:
 def test_a_named_tool_is_one_object_with_its_name_fixed() -> None:
     plan = plan_calls(TOOLS, "get_weather", parallel=True)
     assert not plan.parallel and set(plan.checks) == {"get_weather"}
-    assert plan.schema["properties"]["name"] == {"const": "get_weather"}
-    assert plan.schema["properties"]["arguments"]["required"] == ["city"]
-    assert plan.schema["required"] == ["name", "arguments"]
-    schema_gbnf(plan.schema)
+    call = plan.form.root
+    assert isinstance(call, Closed) and call.declared["name"] == values_of(["get_weather"])
+    arguments = call.declared["arguments"]
+    assert isinstance(arguments, Closed) and arguments.required == ("city",)
+    assert call.required == ("name", "arguments")
+    schema_gbnf(plan.form)
 
 
 def test_required_is_any_tool_and_a_tool_without_parameters_takes_none() -> None:
     plan = plan_calls(TOOLS, "required", parallel=False)
-    names = [option["properties"]["name"]["const"] for option in plan.schema["anyOf"]]
-    assert names == ["get_weather", "get_time"]
-    assert plan.schema["anyOf"][1]["properties"]["arguments"] == {
-        "type": "object",
-        "properties": {},
-        "required": [],
-        "additionalProperties": False,
-    }
-    schema_gbnf(plan.schema)
+    assert isinstance(plan.form.root, Choice)
+    calls = [option for option in plan.form.root.options if isinstance(option, Closed)]
+    assert [call.declared["name"] for call in calls] == [values_of(["get_weather"]), values_of(["get_time"])]
+    assert calls[1].declared["arguments"] == Closed(())
+    schema_gbnf(plan.form)
 
 
 def test_parallel_required_calls_are_a_bounded_array() -> None:
     plan = plan_calls(TOOLS, "required", parallel=True)
     assert plan.parallel
-    assert (plan.schema["type"], plan.schema["minItems"], plan.schema["maxItems"]) == ("array", 1, MAX_PARALLEL_CALLS)
-    schema_gbnf(plan.schema)
+    assert isinstance(plan.form.root, Items)
+    assert (plan.form.root.least, plan.form.root.most) == (1, MAX_PARALLEL_CALLS)
+    schema_gbnf(plan.form)
 
 
 def test_a_tool_schema_decoding_cannot_enforce_is_a_400_naming_tools() -> None:
@@ -194,7 +193,7 @@ def test_a_tool_no_call_can_satisfy_is_not_offered_and_an_optional_impossible_ar
     optional = {"type": "object", "properties": {"metrics": {"type": "integer", "enum": ["a", "b"]}, "q": {}}}
     plan = plan_calls([_tool("broken", impossible), _tool("fine", optional)], "required", parallel=False)
     assert "broken" not in plan.checks and "fine" in plan.checks
-    text = json.dumps(plan.schema)
+    text = repr(plan.form)
     assert "broken" not in text and "metrics" not in text
     with pytest.raises(InvalidRequest, match="No value") as caught:
         plan_calls([_tool("broken", impossible), _tool("fine", optional)], "broken", parallel=False)

@@ -159,7 +159,7 @@ def test_text_without_calls_keeps_its_reason_and_logprobs() -> None:
 
 
 CALL_GBNF = schema_gbnf(
-    plan_calls((ToolSpec("get_time", None, {}),), "required", False, keys=("arguments", "parameters")).schema
+    plan_calls((ToolSpec("get_time", None, {}),), "required", False, keys=("arguments", "parameters")).form
 )
 
 

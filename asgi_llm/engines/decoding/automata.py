@@ -36,6 +36,17 @@ class Dfa:
     def empty(self) -> bool:
         return not self.edges
 
+    def accepts(self, text: str) -> bool:
+        state = 0
+        for ch in text:
+            if self.empty:
+                return False
+            code = ord(ch)
+            state = next((t for ranges, t in self.edges[state] if any(lo <= code <= hi for lo, hi in ranges)), -1)
+            if state < 0:
+                return False
+        return not self.empty and state in self.accept
+
 
 def _intersect_ranges(a: Ranges, b: Ranges) -> Ranges:
     out = []

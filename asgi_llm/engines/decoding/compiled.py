@@ -1,7 +1,8 @@
 """Compiled grammars, made once per distinct input and kept by their engine in a bounded LRU. Pure.
 
-A schema's compile is pure Python and can take seconds: its check and rewrite (`grammar.enforceable`),
-its GBNF (`schema_gbnf`), and that text read for the closing watch (`gbnf.parse`); a 120 KB schema
+A schema's compile is pure Python and can take seconds: its check and rewrite into forms
+(`grammar.enforceable`), their GBNF (`schema_gbnf`), and that text read once for the closing watch
+(`gbnf.parse`: the watch follows exactly the text llama.cpp holds the output to); a 120 KB schema
 takes about a second. The llama.cpp engine runs it on a worker thread before the request reaches the
 inference thread (ARCHITECTURE.md, "Threads and tasks"), and keeps what it made here, so a schema
 sent with every request (an agent's tools, a client's response format) is compiled once.
@@ -26,8 +27,9 @@ from typing import Any, TypeVar, cast
 from ...core.errors import InvalidRequest, Unsupported
 from .checks import Validator
 from .client_grammar import client_grammar
+from .forms import Rewritten
 from .gbnf import Grammar, GrammarError, parse
-from .grammar import Schema, enforceable, validator
+from .grammar import enforceable, validator
 from .schema_gbnf import schema_gbnf
 
 __all__ = ["CHARS", "ENTRIES", "CompiledGrammar", "Enforced", "Grammars", "readable"]
@@ -44,10 +46,10 @@ takes about 35 bytes a character (5.5 MB for the 157 KB of GBNF of a 120 KB sche
 
 @dataclass(frozen=True)
 class Enforced:
-    """A client's schema as decoding holds it (`schema`, rewritten by `grammar.enforceable`), and
+    """A client's schema as decoding holds it (`form`, rewritten by `grammar.enforceable`), and
     the check of a finished value against the schema as the client wrote it (`check`)."""
 
-    schema: Schema
+    form: Rewritten
     check: Validator
 
 
@@ -116,17 +118,17 @@ class Grammars:
 
         return self._kept_or_made(("enforced", param, root_type or "", text), make, len(text))
 
-    def schema_grammar(self, schema: Schema, param: str) -> CompiledGrammar:
-        """The grammar of `schema`, one `enforced` made (or several composed: a forced call's).
+    def schema_grammar(self, form: Rewritten, param: str) -> CompiledGrammar:
+        """The grammar of `form`, one `enforced` made (or several composed: a forced call's).
 
         Raises `Unsupported` naming `param` where the converter fails on it (a bug: `enforced`
         tried each automaton already), as a 400 rather than a crash."""
         refusal = f"The schema in '{param}' cannot be enforced while decoding."
-        text = repr(schema)
+        text = repr(form)
 
         def make() -> CompiledGrammar:
             try:
-                gbnf = schema_gbnf(schema)
+                gbnf = schema_gbnf(form)
             except Exception:
                 log.warning("the grammar converter failed on a checked schema for %s", param, exc_info=True)
                 raise Unsupported(refusal, param=param) from None

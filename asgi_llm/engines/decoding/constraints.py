@@ -21,25 +21,26 @@ from ...core.requests import ChatRequest, GenerationRequest, OutputFormat, Sampl
 from .checks import Validator
 from .client_grammar import in_grammar
 from .compiled import CompiledGrammar, Enforced, Grammars
+from .forms import Plain, Rewritten
 from .gbnf import Grammar
-from .grammar import Schema, checked_output, validator
+from .grammar import checked_output, validator
 from .tool_calls import forced_calls, plan_calls
 from .tool_detect import detected_calls, trigger_grammars
 
 __all__ = ["Constraint", "LazyCalls", "compiles", "constraint_for", "forces_call", "new_call_id", "offers_tools"]
 
-ANY_OBJECT: Schema = {"type": "object"}
+ANY_OBJECT = Rewritten(Plain("object"))
 Events = Iterable[GenerationEvent | None]
 Wrap = Callable[[Events], Iterator[GenerationEvent | None]]
 
 
 @dataclass(frozen=True)
 class LazyCalls:
-    """A call begun in free text is finished under `schema` (one call object), compiled into
+    """A call begun in free text is finished under `form` (one call object), compiled into
     `grammar`; `shapes` are the grammars `tool_detect.trigger_grammar` may make of it, read for the
     closing watch, by their text. `checks` find calls."""
 
-    schema: Schema | None
+    form: Rewritten | None
     checks: Mapping[str, Validator]
     parallel: bool
     grammar: CompiledGrammar | None = None
@@ -48,13 +49,13 @@ class LazyCalls:
 
 @dataclass(frozen=True)
 class Constraint:
-    """Decode with `sampling`, under `grammar` if one is given (compiled from `schema`, or a
+    """Decode with `sampling`, under `grammar` if one is given (compiled from `form`, or a
     client's own; `param` names it in errors), calls begun in free text under `lazy`, and send
     each choice's events through `wrap`. `distinct` is the JSON nesting level of values (calls)
     that must not repeat: a repeat ends the output."""
 
     sampling: SamplingParams
-    schema: Schema | None = None
+    form: Rewritten | None = None
     param: str = ""
     wrap: Wrap = iter
     lazy: LazyCalls | None = None
@@ -101,10 +102,8 @@ def constraint_for(
         # The call's JSON must not be cut by a stop sequence; a call has no logprobs to report.
         sampling = replace(sampling, stop=(), logprobs=False, top_logprobs=0, output_format=None)
         wrap: Wrap = lambda events: forced_calls(events, calls, new_id)
-        grammar = grammars.schema_grammar(calls.schema, "tools")
-        return Constraint(
-            sampling, calls.schema, "tools", wrap, distinct=1 if calls.parallel else None, grammar=grammar
-        )
+        grammar = grammars.schema_grammar(calls.form, "tools")
+        return Constraint(sampling, calls.form, "tools", wrap, distinct=1 if calls.parallel else None, grammar=grammar)
     fmt = sampling.output_format
     if fmt is not None and fmt.kind == "grammar":
         own = grammars.own_grammar(fmt.grammar, fmt.param)
@@ -113,9 +112,9 @@ def constraint_for(
         return Constraint(sampling, param=fmt.param, wrap=lambda events: in_grammar(events, shape), grammar=own)
     if fmt is not None:
         enforced = _output(fmt, grammars)
-        grammar = grammars.schema_grammar(enforced.schema, fmt.param)
+        grammar = grammars.schema_grammar(enforced.form, fmt.param)
         checked: Wrap = lambda events: checked_output(events, enforced.check)
-        return Constraint(sampling, enforced.schema, fmt.param, checked, grammar=grammar)
+        return Constraint(sampling, enforced.form, fmt.param, checked, grammar=grammar)
     if isinstance(request, ChatRequest) and offers_tools(request):
         lazy = _lazy_calls(request, grammars)
         detect: Wrap = lambda events: detected_calls(events, lazy.checks, new_id, parallel=lazy.parallel)
@@ -126,13 +125,13 @@ def constraint_for(
 def _output(fmt: OutputFormat, grammars: Grammars) -> Enforced:
     """The schema the output is decoded under, and the check it must pass when done."""
     if fmt.kind == "json_object":
-        return Enforced(ANY_OBJECT, validator(ANY_OBJECT))
+        return Enforced(ANY_OBJECT, validator({"type": "object"}))
     return grammars.enforced(fmt.schema, fmt.param)
 
 
 def _lazy_calls(request: ChatRequest, grammars: Grammars) -> LazyCalls:
     """What `auto` needs. Tool schemas are not refused here: one decoding cannot enforce leaves
-    calls unconstrained (`schema` None), and a call whose arguments do not validate stays text."""
+    calls unconstrained (`form` None), and a call whose arguments do not validate stays text."""
     checks = {tool.name: validator(tool.parameters) for tool in request.tools}
     parallel = request.parallel_tool_calls
     try:
@@ -142,8 +141,8 @@ def _lazy_calls(request: ChatRequest, grammars: Grammars) -> LazyCalls:
     except InvalidRequest:
         return LazyCalls(None, checks, parallel)
     try:
-        grammar = grammars.schema_grammar(plan.schema, "tools")
+        grammar = grammars.schema_grammar(plan.form, "tools")
     except Unsupported:
-        return LazyCalls(plan.schema, checks, parallel)
+        return LazyCalls(plan.form, checks, parallel)
     shapes = {text: grammars.shape(text) for text in trigger_grammars(grammar.gbnf, parallel)}
-    return LazyCalls(plan.schema, checks, parallel, grammar, shapes)
+    return LazyCalls(plan.form, checks, parallel, grammar, shapes)

@@ -1,8 +1,8 @@
 """JSON Schemas as decoding enforces them, and the check of a finished output. Pure: no `llama_cpp` here.
 
 `enforceable` checks a schema, refuses what no grammar can hold (a pattern's negation,
-`uniqueItems` on open strings...), and rewrites the rest (`rewrite`) into the forms `schema_gbnf` turns
-into a grammar exactly. `checked_output` holds a finished output to the client's own schema,
+`uniqueItems` on open strings...), and rewrites the rest (`rewrite`) into the `forms` `schema_gbnf`
+turns into a grammar exactly. `checked_output` holds a finished output to the client's own schema,
 formats included.
 """
 
@@ -15,13 +15,11 @@ from typing import Any
 from ...core.errors import InternalError, Unsupported
 from ...core.events import Finish, GenerationEvent, TextDelta
 from .checks import Validator, check_schema, validator
-from .gbnf import GrammarError, parse
-from .rewrite import Schema, literal_safe, rewrite
-from .schema_gbnf import schema_gbnf
+from .forms import Rewritten, finite_refs
+from .rewrite import literal_safe, rewrite
 from .walk import Unsatisfiable
 
 __all__ = [
-    "Schema",
     "as_rule",
     "check_schema",
     "checked_output",
@@ -32,8 +30,8 @@ __all__ = [
 ]
 
 
-def enforceable(schema: Mapping[str, Any], param: str, *, root_type: str | None = None) -> Schema:
-    """A copy of `schema` the converter enforces exactly; every value it allows is valid under `schema`.
+def enforceable(schema: Mapping[str, Any], param: str, *, root_type: str | None = None) -> Rewritten:
+    """`schema` in the forms the converter enforces exactly; every value they allow is valid under `schema`.
 
     Raises `InvalidRequest` (an invalid schema) or `Unsupported` (a valid one that decoding
     cannot enforce), naming `param`. `root_type` demands a type at the root (tool arguments
@@ -45,17 +43,12 @@ def enforceable(schema: Mapping[str, Any], param: str, *, root_type: str | None 
     if root_type is not None and not {"type", "$ref", "anyOf", "oneOf", "allOf"} & schema.keys():
         schema = {**schema, "type": root_type}
     out = rewrite(schema, param)
-    if "x-defs" in out:
-        _finite(out, param)
+    endless = sorted(out.defs.keys() - finite_refs(out.defs))
+    if endless:
+        raise Unsatisfiable(
+            f"No value allowed in '{param}': its references never end ({', '.join(endless[:5])}).", param=param
+        )
     return out
-
-
-def _finite(schema: Schema, param: str) -> None:
-    """A recursive schema must have a finite document (`{"next": <itself>}` required has none)."""
-    try:
-        parse(schema_gbnf(schema))
-    except GrammarError as exc:
-        raise Unsatisfiable(f"No value allowed in '{param}': its references never end ({exc}).", param=param) from None
 
 
 def as_rule(gbnf: str, name: str) -> str:

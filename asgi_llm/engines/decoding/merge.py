@@ -97,7 +97,7 @@ def _combine(merged: Schema, key: str, value: Any) -> None:
     elif key in ("required", "x-except", "x-antipatterns"):
         merged[key] = list(dict.fromkeys([*old, *value]))
     elif key == "pattern":
-        merged[key] = [*(old if isinstance(old, list) else [old]), value]
+        merged[key] = [*(old if isinstance(old, list) else [old]), *(value if isinstance(value, list) else [value])]
     elif key == "multipleOf":
         merged[key] = _lcm(old, value)
     elif key in ("uniqueItems", "x-fractional"):

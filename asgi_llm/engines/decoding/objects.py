@@ -1,8 +1,8 @@
 """Objects in the schema rewrite: declared properties, extra keys, key rules and dependencies. Pure.
 
-Two forms come out: a closed object (`properties` in order, `required` first, no other keys) and
-an object of free keys (`additionalProperties` for their values, `x-keys` for the keys' own
-string schema). Extra keys beside declared properties are left out: an open object lets a model
+The forms that come out: `Closed` (its properties in order, required ones first, no other keys),
+`FreeKeys` (`additionalProperties` for their values, `propertyNames` for the keys' own string)
+and `KeyKinds` (free keys under several `patternProperties`). Extra keys beside declared properties are left out: an open object lets a model
 ramble on in made-up keys. An optional property no value satisfies is left out, with a warning.
 Dependencies become one more `allOf` part per trigger: the trigger absent, or present with what
 it brings, and the rewrite merges and branches on them like any other `anyOf`.
@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .checks import validator
+from .forms import Closed, Form, FreeKeys, KeyKinds, Plain, Text, Values
 from .merge import Clash, merge
 from .strings import string_dfa
 from .walk import Schema, Unsatisfiable, Walker
@@ -47,14 +47,15 @@ def dependencies(node: Schema) -> Schema:
     return {**node, "allOf": [*node.get("allOf", []), *parts]} if parts else node
 
 
-def rewrite_object(walk: Walker, node: Schema, where: str, depth: int) -> Schema:
+def rewrite_object(walk: Walker, node: Schema, where: str, depth: int) -> Form:
     if "x-outside" in node:  # a key outside these (a `not` of a closed object): one of ours, as branches
         return _outside(walk, node, where, depth)
     properties: dict[str, Any] = dict(node.get("properties", {}))
     required: list[str] = list(node.get("required", []))
     patterns: Mapping[str, Any] = node.get("patternProperties", {})
     extra = node.get("additionalProperties", True)
-    keys = _key_rule(walk, node.get("propertyNames", True), where)
+    names = node.get("propertyNames", True)
+    keys = _key_rule(walk, names, where)
     if isinstance(keys, list):  # names from an enum: declared properties, of the extra keys' schema
         properties = {name: properties.get(name, extra) for name in keys if properties.get(name, extra) is not False}
         extra = False
@@ -67,8 +68,6 @@ def rewrite_object(walk: Walker, node: Schema, where: str, depth: int) -> Schema
     least, most = node.get("minProperties", 0), node.get("maxProperties")
     if most is not None and least > most:
         raise walk.no_value(where, "'minProperties' is above 'maxProperties'")
-    bounds = {k: v for k, v in (("minProperties", least), ("maxProperties", most)) if v}
-    bounds |= {"maxProperties": most} if most is not None else {}
     closed = extra is False and not patterns
     if properties or closed or ("properties" in node and "additionalProperties" not in node):
         subs = _declared(walk, properties, required, patterns, keys, where, depth)
@@ -76,12 +75,11 @@ def rewrite_object(walk: Walker, node: Schema, where: str, depth: int) -> Schema
             raise walk.no_value(where, f"'minProperties' asks for more than the {len(subs)} properties allowed")
         if most is not None and len(required) > most:
             raise walk.no_value(where, f"'maxProperties' is below the {len(required)} properties required")
-        shut = {"type": "object", "properties": subs, "required": required, "additionalProperties": False}
-        return {**shut, **bounds}
-    return _free_keys(walk, patterns, extra, keys, bounds, where, depth)
+        return Closed(tuple(subs.items()), tuple(required), least, most)
+    return _free_keys(walk, patterns, extra, names, keys, (least, most), where, depth)
 
 
-def _outside(walk: Walker, node: Schema, where: str, depth: int) -> Schema:
+def _outside(walk: Walker, node: Schema, where: str, depth: int) -> Form:
     """An object with some key outside `x-outside`: of its declared properties (the only keys the
     grammar writes where there are some), one of those outside is present."""
     outside = set(node.pop("x-outside"))
@@ -106,17 +104,17 @@ def _declared(
     properties: Mapping[str, Any],
     required: list[str],
     patterns: Mapping[str, Any],
-    keys: Schema | list[str] | None,
+    keys: Text | list[str] | None,
     where: str,
     depth: int,
-) -> dict[str, Schema]:
+) -> dict[str, Form]:
     subs = {}
     for name, sub in properties.items():
         at = f"{where}/properties/{name}"
         if sub is False and name not in required:
             continue  # a property the schema says must be absent
         try:
-            if isinstance(keys, dict) and not _key_check(keys).is_valid(name):
+            if isinstance(keys, Text) and not keys.accepts(name):
                 raise walk.no_value(at, "the name breaks 'propertyNames'")
             matched = [s for p, s in patterns.items() if re.search(p, name)]
             subs[name] = walk.node(merge([sub, *matched]) if matched else sub, at, depth + 1)
@@ -127,99 +125,91 @@ def _declared(
     return subs
 
 
+Bounds = tuple[int, int | None]  # the least and most properties
+
+
 def _free_keys(
     walk: Walker,
     patterns: Mapping[str, Any],
     extra: Any,
-    keys: Schema | list[str] | None,
-    bounds: Schema,
+    names: Any,
+    keys: Text | list[str] | None,
+    bounds: Bounds,
     where: str,
     depth: int,
-) -> Schema:
-    if bounds.get("minProperties", 0) > 1:
+) -> Form:
+    least, most = bounds
+    if least > 1:
         raise walk.refuse(where, "'minProperties' above 1 on an object with free keys (keys may repeat)")
     if len(patterns) > 1:
-        return _regions(walk, patterns, keys, bounds, where, depth)
+        return _regions(walk, patterns, names, bounds, where, depth)
     if patterns:
         ((pattern, extra),) = patterns.items()
-        base = keys if isinstance(keys, dict) else {"type": "string"}
-        keys = walk.node({"type": "string", **_as_string(base), "pattern": [*_patterns(base), pattern]}, where, 0)
+        keys = _key(walk, names, [pattern], [], where)
     if extra is False:
-        return {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
-    if extra is True and keys is None and not bounds:
-        return {"type": "object"}
+        return Closed(())
+    if extra is True and keys is None and bounds == (0, None):
+        return Plain("object")
     try:
         value = walk.node(extra, f"{where}/additionalProperties", depth + 1)
     except Unsatisfiable as exc:
-        if bounds.get("minProperties"):
+        if least:
             raise
         log.warning("left out of the grammar for %s: %s", walk.param, exc)
-        return {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
-    return {"type": "object", "additionalProperties": value, **({"x-keys": keys} if keys else {}), **bounds}
+        return Closed(())
+    return FreeKeys(value, keys if isinstance(keys, Text) else None, least, most)
 
 
-def _regions(
-    walk: Walker, patterns: Mapping[str, Any], keys: Schema | list[str] | None, bounds: Schema, where: str, depth: int
-) -> Schema:
+def _regions(walk: Walker, patterns: Mapping[str, Any], names: Any, bounds: Bounds, where: str, depth: int) -> Form:
     """Free keys under several `patternProperties`: one kind of key for each set of patterns a key
-    may match and the others it must not, its value held to all of theirs (`x-pairs`)."""
+    may match and the others it must not, its value held to all of theirs (`KeyKinds`)."""
     if len(patterns) > _MAX_PATTERNS:
         raise walk.refuse(
             where, f"More than {_MAX_PATTERNS} 'patternProperties' on an object without declared properties"
         )
-    base = keys if isinstance(keys, dict) else {"type": "string"}
     items = list(patterns.items())
     pairs = []
     for size in range(1, len(items) + 1):
         for chosen in itertools.combinations(range(len(items)), size):
             matched = [items[i][0] for i in chosen]
             unmatched = [p for i, (p, _) in enumerate(items) if i not in chosen]
-            automaton = string_dfa({"x-patterns": [*_patterns(base), *matched], "x-antipatterns": unmatched})
+            automaton = string_dfa(Text(patterns=tuple(matched), antipatterns=tuple(unmatched)))
             if automaton is not None and automaton.empty:
                 continue  # no key matches just these
-            key = {
-                "type": "string",
-                **_as_string(base),
-                "pattern": [*_patterns(base), *matched],
-                "x-antipatterns": unmatched,
-            }
             try:
+                key = _key(walk, names, matched, unmatched, where)
                 value = walk.node(merge([items[i][1] for i in chosen]), f"{where}/patternProperties", depth + 1)
             except Unsatisfiable:
                 continue  # keys of this kind cannot be written
-            pairs.append([walk.node(key, where, 0), value])
-    if not pairs and bounds.get("minProperties"):
+            pairs.append((key, value))
+    if not pairs and bounds[0]:
         raise walk.no_value(where, "no key can be written under its 'patternProperties'")
     if not pairs:
-        return {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
-    return {"type": "object", "x-pairs": pairs, **bounds}
+        return Closed(())
+    return KeyKinds(tuple(pairs), *bounds)
 
 
-def _key_check(keys: Schema) -> Any:
-    """The check of a rewritten key schema, as JSON Schema (its patterns written back)."""
-    return validator({**_as_string(keys), "allOf": [{"pattern": p} for p in _patterns(keys)]})
+def _key(walk: Walker, names: Any, matched: list[str], unmatched: list[str], where: str) -> Text:
+    """The string form of a kind of key: a `propertyNames` string matching `matched` and none of `unmatched`."""
+    key = merge([names, {"type": "string", "pattern": matched, "x-antipatterns": unmatched}])
+    form = walk.node(key, where, 0)
+    if not isinstance(form, Text):
+        raise walk.refuse(where, "'propertyNames' other than a string schema beside 'patternProperties'")
+    return form
 
 
-def _as_string(keys: Schema) -> Schema:
-    """A rewritten key schema read back as a JSON Schema string (its patterns apart)."""
-    return {k: v for k, v in keys.items() if k in ("format", "minLength", "maxLength")}
-
-
-def _patterns(keys: Schema) -> list[str]:
-    return list(keys.get("x-patterns", []))
-
-
-def _key_rule(walk: Walker, names: Any, where: str) -> Schema | list[str] | None:
-    """`propertyNames` as a rewritten string schema, or the list of names it allows; None for any name."""
+def _key_rule(walk: Walker, names: Any, where: str) -> Text | list[str] | None:
+    """`propertyNames` as a string form, or the list of names it allows; None for any name."""
     if names is True or names == {}:
         return None
     try:
         rule = walk.node(names, f"{where}/propertyNames", 0)
     except Unsatisfiable:
         return []  # no name is allowed: no keys
-    if "enum" in rule or "const" in rule:
-        values = rule.get("enum", [rule.get("const")])
-        return [v for v in values if isinstance(v, str)]
-    if rule.get("type") != "string":
+    if isinstance(rule, Values):
+        return [v for v in rule.values if isinstance(v, str)]
+    if rule == Plain("string"):
+        return None
+    if not isinstance(rule, Text):
         raise walk.refuse(where, "'propertyNames' other than a string schema or an enum")
     return rule

@@ -14,10 +14,24 @@ from typing import Any
 
 from .automata import intersect, with_length
 from .checks import validator
+from .forms import (
+    Choice,
+    Closed,
+    Containing,
+    CountedHits,
+    Form,
+    FreeKeys,
+    Items,
+    KeyKinds,
+    Number,
+    Plain,
+    Text,
+    Tuple,
+    Unique,
+    Values,
+)
 from .merge import types_of
 from .pattern import PatternError
-from .strings import string_dfa
-from .walk import Schema
 
 __all__ = ["separated"]
 
@@ -25,63 +39,66 @@ _KINDS = frozenset({"object", "array", "string", "number", "integer", "boolean",
 Resolve = Callable[[Any], Any]  # a client's schema with its top-level `$ref` followed
 
 
-def separated(written: Schema, client: Any, resolve: Resolve, theirs: Schema | None = None) -> bool:
+def separated(written: Form, client: Any, resolve: Resolve, theirs: Form | None = None) -> bool:
     """Whether no document the rewritten `written` allows is valid under the client's `client`
     (`theirs`: the client's branch rewritten, where known)."""
     client = resolve(client)
     if client is True or not isinstance(client, Mapping):
         return client is False
-    if list(written) == ["anyOf"]:
-        return all(separated(alt, client, resolve) for alt in written["anyOf"])
+    if isinstance(written, Choice):
+        return all(separated(alt, client, resolve) for alt in written.options)
     if not _kinds(written) & _client_kinds(client):
         return True
-    values = _values(written)
-    if values is not None:
-        return _all_fail(values, client)
-    if written.get("type") == "string" and theirs is not None and _exact_string(client, theirs):
+    if isinstance(written, Values):
+        return _all_fail(written.values, client)
+    if isinstance(written, Text) and isinstance(theirs, Text) and _exact_string(client, theirs):
         return not _strings_meet(written, theirs)
-    return written.get("type") == "object" and _objects_apart(written, client, resolve)
+    return isinstance(written, Closed) and _objects_apart(written, client, resolve)
 
 
 _STRING_KEYWORDS = frozenset({"type", "minLength", "maxLength", "pattern", "format", "title", "description"})
 
 
-def _exact_string(client: Mapping[str, Any], theirs: Schema) -> bool:
-    """Whether the rewritten branch allows exactly the client's strings (a plain string schema)."""
-    return client.get("type") == "string" and client.keys() <= _STRING_KEYWORDS and theirs.get("type") == "string"
+def _exact_string(client: Mapping[str, Any], theirs: Text) -> bool:
+    """Whether the rewritten branch allows exactly the client's strings: a plain string schema,
+    its length not capped to unroll its pattern."""
+    plain = client.get("type") == "string" and client.keys() <= _STRING_KEYWORDS
+    return plain and theirs.most in (None, client.get("maxLength"))
 
 
-def _strings_meet(a: Schema, b: Schema) -> bool:
-    """Whether two rewritten string schemas share a string (True where that cannot be told cheaply)."""
-    least = max(a.get("minLength", 0), b.get("minLength", 0))
-    ends = [x["maxLength"] for x in (a, b) if "maxLength" in x]
+def _strings_meet(a: Text, b: Text) -> bool:
+    """Whether two string forms share a string (True where that cannot be told cheaply)."""
+    least = max(a.least, b.least)
+    ends = [x.most for x in (a, b) if x.most is not None]
     most = min(ends) if ends else None
     if most is not None and least > most:
         return False
-    if most is not None and most > 256:
-        most = None
+    automata = [x.dfa for x in (a, b) if x.dfa is not None]
+    if not automata:
+        return True
     try:
-        automata = [d for d in (string_dfa(_bare(a)), string_dfa(_bare(b))) if d is not None]
-        if not automata:
-            return True
         both = automata[0] if len(automata) == 1 else intersect(automata[0], automata[1])
-        return not with_length(both, least, most).empty
+        return not with_length(both, least, most if most is not None and most <= 256 else None).empty
     except PatternError:
         return True
 
 
-def _bare(schema: Schema) -> Schema:
-    return {k: v for k, v in schema.items() if k not in ("minLength", "maxLength")}
+_ARRAYS = (Items, Tuple, Containing, CountedHits, Unique)
 
 
-def _kinds(written: Schema) -> frozenset[str]:
-    values = _values(written)
-    if values is not None:
-        return frozenset(_kind(v) for v in values) | (
-            {"number"} if any(_kind(v) == "integer" for v in values) else set()
-        )
-    kind = written.get("type")
-    if kind is None:
+def _kinds(written: Form) -> frozenset[str]:
+    if isinstance(written, Values):
+        kinds = {_kind(v) for v in written.values}
+        return frozenset(kinds | ({"number"} if "integer" in kinds else set()))
+    if isinstance(written, Plain | Number):
+        kind = written.kind
+    elif isinstance(written, Text):
+        kind = "string"
+    elif isinstance(written, Closed | FreeKeys | KeyKinds):
+        kind = "object"
+    elif isinstance(written, _ARRAYS):
+        kind = "array"
+    else:
         return _KINDS
     return frozenset({kind, "number"} if kind == "integer" else {kind, "integer"} if kind == "number" else {kind})
 
@@ -91,12 +108,6 @@ def _client_kinds(client: Mapping[str, Any]) -> frozenset[str]:
     if kinds is None or {"anyOf", "oneOf", "allOf", "$ref", "not", "if"} & client.keys():
         return _KINDS
     return frozenset(kinds | ({"integer"} if "number" in kinds else set()))
-
-
-def _values(written: Schema) -> list[Any] | None:
-    if "const" in written:
-        return [written["const"]]
-    return list(written["enum"]) if "enum" in written else None
 
 
 def _kind(value: Any) -> str:
@@ -118,13 +129,13 @@ def _all_fail(values: list[Any], client: Mapping[str, Any]) -> bool:
         return False
 
 
-def _objects_apart(written: Schema, client: Mapping[str, Any], resolve: Resolve) -> bool:
-    declared = written.get("properties")
-    if declared is not None and any(name not in declared for name in client.get("required", [])):
+def _objects_apart(written: Closed, client: Mapping[str, Any], resolve: Resolve) -> bool:
+    declared = written.declared
+    if any(name not in declared for name in client.get("required", [])):
         return True  # a closed object without a property the client's branch requires
     theirs = client.get("properties", {})
-    for name in written.get("required", []):
-        values = _values(declared[name]) if declared is not None and name in declared else None
-        if values is not None and name in theirs and _all_fail(values, resolve(theirs[name])):
+    for name in written.required:
+        form = declared.get(name)
+        if isinstance(form, Values) and name in theirs and _all_fail(form.values, resolve(theirs[name])):
             return True
     return False

@@ -1,20 +1,17 @@
-"""A JSON Schema rewritten into the forms `schema_gbnf` turns into a grammar exactly. Pure.
+"""A JSON Schema rewritten into the typed `forms` that `schema_gbnf` turns into a grammar exactly. Pure.
 
 One walk over the schema. References are inlined, and a recursive one becomes a named rule
-(`{"x-ref": name}`, its body under `x-defs` at the top). `allOf`, a `$ref` beside siblings and
-keywords beside `anyOf`/`oneOf` branches are merged (`merge`); `not` and `if`/`then`/`else`
-become positive keywords (`negation`), dependencies become branches (`objects`). A branch, an
-optional property or an array's items that no value can satisfy is left out, with a warning;
-a required part that none can satisfy is a 400 (`Unsatisfiable`). Bounds, patterns, formats and
-key rules are kept for the grammar, each tried on its own automaton here, so what cannot be held
-is a 400 naming it and where, before any token.
+(`Ref`, its body in `Rewritten.defs`). `allOf`, a `$ref` beside siblings and keywords beside
+`anyOf`/`oneOf` branches are merged (`merge`); `not` and `if`/`then`/`else` become positive
+keywords (`negation`), dependencies become branches (`objects`). A branch, an optional property
+or an array's items that no value can satisfy is left out, with a warning; a required part that
+none can satisfy is a 400 (`Unsatisfiable`). Bounds, patterns, formats and key rules are each
+tried on their own automaton here, which their form carries on to the grammar, so what cannot be
+held is a 400 naming it and where, before any token.
 
-The forms, besides `anyOf`, `const`, `enum` and `x-ref`: objects (`objects`: closed, free keys,
-`x-pairs`), arrays (`arrays`: items, tuples, `x-contains` / `x-miss`, `x-unique`), strings and
-numbers (`scalars`: `format`, `x-patterns`, `x-antipatterns`, `x-except`, lengths; bounds,
-`multipleOf`, `x-fractional`), booleans, null. `oneOf` comes out as an `anyOf` whose branches no
-document can match two of (`oneof`).
-"""
+The parts: objects (`objects`), arrays (`arrays`), strings and numbers (`scalars`); `enum` and
+`const` are `Values`, branches a `Choice`. `oneOf` comes out as a `Choice` whose branches no
+document can match two of (`oneof`)."""
 
 from __future__ import annotations
 
@@ -29,6 +26,7 @@ from ...core.errors import InvalidRequest, Unsupported
 from .arrays import rewrite_array
 from .automata import Dfa
 from .checks import validator
+from .forms import ANY, Choice, Closed, Form, Plain, Ref, Rewritten, Text, Values, values_of
 from .merge import Clash, NoValue, merge
 from .negation import conditional, negate
 from .objects import DEPENDENCIES, dependencies, rewrite_object
@@ -36,11 +34,10 @@ from .oneof import separated
 from .scalars import NUMBER_KEYWORDS, rewrite_number, rewrite_string
 from .walk import Schema, Unsatisfiable
 
-__all__ = ["Schema", "literal_safe", "rewrite"]
+__all__ = ["literal_safe", "rewrite"]
 
 log = logging.getLogger("asgi_llm.engine")
 
-_ANY_TYPES = ("object", "array", "string", "number", "boolean", "null")
 _UNENFORCEABLE = frozenset({"$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor"})
 _UNENFORCEABLE |= {"unevaluatedItems", "unevaluatedProperties"}
 _HARMLESS: dict[str, Any] = {"unevaluatedItems": True, "unevaluatedProperties": True}
@@ -64,11 +61,10 @@ def literal_safe(value: Any) -> bool:
     return "\\" not in json.dumps(value, ensure_ascii=False)
 
 
-def rewrite(schema: Mapping[str, Any], param: str) -> Schema:
+def rewrite(schema: Mapping[str, Any], param: str) -> Rewritten:
     """`schema` (checked already) in the forms the grammar is built from."""
     walk = _Rewrite(schema, param)
-    out = walk.node(schema, "", 0)
-    return {**out, "x-defs": walk.defs} if walk.defs else out
+    return Rewritten(walk.node(schema, "", 0), walk.defs)
 
 
 class _Rewrite:
@@ -79,9 +75,9 @@ class _Rewrite:
         self.param = param
         self.resolving: dict[str, str] = {}  # a reference (with its siblings) being rewritten: its rule's name
         self.recursive: set[str] = set()  # rules referred to from inside their own body
-        self.defs: dict[str, Schema] = {}
-        self.done: dict[str, Schema] = {}  # references rewritten already
-        self.automata: dict[str, Dfa | None] = {}  # string automata built already (a format used in fifty fields)
+        self.defs: dict[str, Form] = {}
+        self.done: dict[str, Form] = {}  # references rewritten already
+        self.automata: dict[Text, Dfa | None] = {}  # string automata built already (a format used in fifty fields)
         self.count = 0
 
     def refuse(self, where: str, what: str) -> Unsupported:
@@ -92,9 +88,9 @@ class _Rewrite:
     def no_value(self, where: str, why: str) -> Unsatisfiable:
         return Unsatisfiable(f"No value allowed at '{where or '/'}' in '{self.param}': {why}.", param=self.param)
 
-    def node(self, schema: Any, where: str, depth: int) -> Schema:
+    def node(self, schema: Any, where: str, depth: int) -> Form:
         if schema is True:
-            return _any()
+            return ANY
         if schema is False:
             raise self.no_value(where, "a `false` schema")
         self.count += 1
@@ -126,7 +122,7 @@ class _Rewrite:
         node.pop("else", None)
         return dependencies(node) if DEPENDENCIES & node.keys() else node
 
-    def shape(self, node: Schema, where: str, depth: int) -> Schema:
+    def shape(self, node: Schema, where: str, depth: int) -> Form:
         if "$ref" in node:
             return self.ref(node, where, depth)
         if "anyOf" in node or "oneOf" in node or "x-cases" in node:
@@ -140,7 +136,7 @@ class _Rewrite:
         if isinstance(kind, list):
             return self.kinds(node, kind, where, depth)
         kind = kind if kind is not None else self.infer(node, where, depth)
-        if isinstance(kind, dict):
+        if not isinstance(kind, str | None):
             return kind
         if "x-except" in node and kind in ("boolean", "null"):
             return self.values({**node, "enum": [True, False] if kind == "boolean" else [None]}, where)
@@ -153,15 +149,15 @@ class _Rewrite:
         if kind == "string":
             return rewrite_string(self, node, where)
         if kind in ("integer", "number"):
-            return rewrite_number(self, node, kind, where)
-        return _any() if kind is None else {"type": kind}
+            return rewrite_number(self, node, "integer" if kind == "integer" else "number", where)
+        return Plain("boolean") if kind == "boolean" else Plain("null") if kind == "null" else ANY
 
-    def kinds(self, node: Schema, kinds: list[str], where: str, depth: int) -> Schema:
+    def kinds(self, node: Schema, kinds: list[str], where: str, depth: int) -> Form:
         rest = {k: v for k, v in node.items() if k != "type"}
         kinds = [k for k in dict.fromkeys(kinds) if not (k == "integer" and "number" in kinds)]
         return self.union({**rest, "x-cases": [{"type": k} for k in kinds]}, where, depth)
 
-    def ref(self, node: Schema, where: str, depth: int) -> Schema:
+    def ref(self, node: Schema, where: str, depth: int) -> Form:
         """A local reference, inlined; one met again inside itself becomes a rule of its own."""
         ref = node.pop("$ref")
         if not isinstance(ref, str) or not ref.startswith("#"):
@@ -169,7 +165,7 @@ class _Rewrite:
         key = ref + json.dumps(node, sort_keys=True)
         if key in self.resolving:
             self.recursive.add(self.resolving[key])
-            return {"x-ref": self.resolving[key]}
+            return Ref(self.resolving[key])
         if key in self.done:
             return self.done[key]
         target = self.pointer(ref, where)
@@ -183,7 +179,7 @@ class _Rewrite:
             del self.resolving[key]
         if name in self.recursive:
             self.defs[name] = out
-            out = {"x-ref": name}
+            out = Ref(name)
         self.done[key] = out
         return out
 
@@ -201,29 +197,25 @@ class _Rewrite:
                 )
         return target
 
-    def union(self, node: Schema, where: str, depth: int) -> Schema:
+    def union(self, node: Schema, where: str, depth: int) -> Form:
         """Each branch with the node's other keywords merged in; a branch no value satisfies is left
         out, with a warning where it is the client's (`x-cases` are the rewrite's own branches)."""
         key = next(k for k in ("anyOf", "oneOf", "x-cases") if k in node)
         options = node.pop(key)
-        written: list[tuple[int, Schema]] = []
+        written: list[tuple[int, Form]] = []
         for i, option in enumerate(options):
             at = where if key == "x-cases" else f"{where}/{key}/{i}"
             out = self.branch([node, option], at, depth, warn=key != "x-cases")
             written += [(i, out)] if out is not None else []
         if key == "oneOf" and len(written) > 1:
             written = self.exclusive(node, options, written, where, depth)
-        alternatives: dict[str, Schema] = {}
-        for _, out in written:
-            for alt in out["anyOf"] if list(out) == ["anyOf"] else [out]:
-                alternatives.setdefault(json.dumps(alt, sort_keys=True), alt)
-        if not alternatives:
+        kept = list(dict.fromkeys(alt for _, out in written for alt in _options(out)))
+        if not kept:
             what = f"branch of '{key}'" if key != "x-cases" else "case of its 'not', 'if' or dependencies"
             raise self.no_value(where, f"no {what} admits a value")
-        kept = list(alternatives.values())
-        return kept[0] if len(kept) == 1 else {"anyOf": kept}
+        return kept[0] if len(kept) == 1 else Choice(tuple(kept))
 
-    def branch(self, parts: list[Any], at: str, depth: int, *, warn: bool) -> Schema | None:
+    def branch(self, parts: list[Any], at: str, depth: int, *, warn: bool) -> Form | None:
         """`parts` merged and rewritten; None where no value satisfies them."""
         try:
             return self.node(merge(parts), at, depth + 1)
@@ -233,8 +225,8 @@ class _Rewrite:
             return None
 
     def exclusive(
-        self, node: Schema, options: list[Any], written: list[tuple[int, Schema]], where: str, depth: int
-    ) -> list[tuple[int, Schema]]:
+        self, node: Schema, options: list[Any], written: list[tuple[int, Form]], where: str, depth: int
+    ) -> list[tuple[int, Form]]:
         """A `oneOf` decoded as an `anyOf` must never write a document two branches take: a branch
         that may meet others is held to their negations too (and left out if nothing remains)."""
         kept = []
@@ -271,7 +263,7 @@ class _Rewrite:
                 return schema
         return schema
 
-    def values(self, node: Schema, where: str) -> Schema:
+    def values(self, node: Schema, where: str) -> Values:
         """`enum` and `const`, keeping only the values the rest of the schema allows."""
         rest = {k: v for k, v in node.items() if k not in ("enum", "const", "x-except")}
         values = [node["const"]] if "const" in node else list(node["enum"])
@@ -287,9 +279,9 @@ class _Rewrite:
             raise self.no_value(where, "no value of 'enum' or 'const' fits the rest of the schema")
         if not all(literal_safe(v) for v in kept):
             raise self.refuse(where, "A value with backslashes, quotes or control characters")
-        return {"const": kept[0]} if len(kept) == 1 else {"enum": kept}
+        return values_of(kept)
 
-    def infer(self, node: Schema, where: str, depth: int) -> str | Schema | None:
+    def infer(self, node: Schema, where: str, depth: int) -> str | Form | None:
         """The type the keywords imply; keywords of several types, each applying to its own."""
         kinds = [kind for kind, keywords in _BY_TYPE.items() if keywords & node.keys()]
         if len(kinds) < 2:
@@ -297,12 +289,16 @@ class _Rewrite:
         return self.kinds(node, kinds, where, depth)
 
 
-def _closed_names(written: Schema) -> set[str] | None:
+def _options(form: Form) -> tuple[Form, ...]:
+    return form.options if isinstance(form, Choice) else (form,)
+
+
+def _closed_names(written: Form) -> set[str] | None:
     """The keys a rewritten schema's documents can have, where they are all closed objects."""
-    alternatives = written["anyOf"] if list(written) == ["anyOf"] else [written]
-    if not all(alt.get("type") == "object" and alt.get("additionalProperties") is False for alt in alternatives):
+    alternatives = _options(written)
+    if not all(isinstance(alt, Closed) for alt in alternatives):
         return None
-    return {name for alt in alternatives for name in alt["properties"]}
+    return {name for alt in alternatives if isinstance(alt, Closed) for name, _ in alt.properties}
 
 
 def _rule_name(ref: str, key: str, param: str) -> str:
@@ -310,7 +306,3 @@ def _rule_name(ref: str, key: str, param: str) -> str:
     the same parameter, and distinct across parameters (several tools share one grammar)."""
     tail = re.sub("[^A-Za-z0-9]+", "-", ref.rsplit("/", 1)[-1]).strip("-")[:24] or "ref"
     return f"{tail}-{hashlib.sha1(f'{param}{key}'.encode()).hexdigest()[:8]}"
-
-
-def _any() -> Schema:
-    return {"anyOf": [{"type": kind} for kind in _ANY_TYPES]}

@@ -4,11 +4,13 @@ what cannot be held is a 400 naming the keyword before any token. Pure."""
 
 from __future__ import annotations
 
-import json
+from dataclasses import replace
+from typing import Literal
 
 from .automata import Dfa, with_length
 from .checks import checked_formats
 from .formats import FORMATS
+from .forms import Number, Plain, Text
 from .numbers import number_dfa
 from .pattern import PatternError
 from .strings import string_dfa
@@ -22,79 +24,72 @@ NUMBER_KEYWORDS = frozenset(
 _MAX_DFA_LENGTH = 256  # a pattern or format's length bound unrolls into this many states at most
 
 
-def rewrite_string(walk: Walker, node: Schema, where: str) -> Schema:
+def rewrite_string(walk: Walker, node: Schema, where: str) -> Plain | Text:
     fmt = node.get("format")
     least, most = node.get("minLength", 0), node.get("maxLength")
     if most is not None and least > most:
         raise walk.no_value(where, "'minLength' is above 'maxLength'")
-    out: Schema = {"type": "string"}
-    if fmt in FORMATS:
-        out["format"] = fmt
-    elif fmt is not None and fmt in checked_formats(walk.root):
-        raise walk.refuse(where, f"The format '{fmt}'")
+    if fmt is not None and fmt not in FORMATS:
+        if fmt in checked_formats(walk.root):
+            raise walk.refuse(where, f"The format '{fmt}'")
+        fmt = None
     pattern = node.get("pattern", [])
-    if pattern:
-        out["x-patterns"] = pattern if isinstance(pattern, list) else [pattern]
-    excluded = [v for v in node.get("x-except", []) if isinstance(v, str)]
-    if excluded:
-        out["x-except"] = excluded
-    if node.get("x-antipatterns"):
-        out["x-antipatterns"] = node["x-antipatterns"]
-    if least:
-        out["minLength"] = least
-    if most is not None:
-        out["maxLength"] = most
-    if {"format", "x-patterns", "x-except", "x-antipatterns"} & out.keys():
-        return _automaton_fits(walk, out, where, "pattern" if pattern else "format" if fmt in FORMATS else "not")
-    return out
+    patterns = tuple(pattern if isinstance(pattern, list) else [pattern])
+    excluded = tuple(v for v in node.get("x-except", []) if isinstance(v, str))
+    text = Text(fmt, patterns, tuple(node.get("x-antipatterns", ())), excluded, least, most)
+    if text == Text():
+        return Plain("string")
+    if text.content == Text():
+        return text
+    return _automaton_fits(walk, text, where, "pattern" if patterns else "format" if fmt else "not")
 
 
-def _automaton_fits(walk: Walker, node: Schema, where: str, keyword: str) -> Schema:
-    """`node` once its automaton is known to build (a length bound its texts never reach goes)."""
-    bare = {k: v for k, v in node.items() if k not in ("minLength", "maxLength")}
-    key = json.dumps(bare, sort_keys=True)
+def _automaton_fits(walk: Walker, text: Text, where: str, keyword: str) -> Text:
+    """`text` with its automaton, once it is known to build (a length bound its texts never reach goes)."""
+    bare = text.content
     try:
-        dfa = walk.automata[key] if key in walk.automata else walk.automata.setdefault(key, string_dfa(bare))
+        dfa = walk.automata[bare] if bare in walk.automata else walk.automata.setdefault(bare, string_dfa(bare))
     except PatternError as exc:
         raise walk.refuse(where, f"'{keyword}' ({exc})") from None
     assert dfa is not None
     if dfa.empty:
-        positive = {k: v for k, v in bare.items() if k not in ("x-antipatterns", "x-except")}
+        positive = replace(bare, antipatterns=(), excluded=())
         if positive != bare and not (string_dfa(positive) or dfa).empty:  # what a `not` took away
             raise walk.no_value(where, "no string is left by its 'not'")
         raise walk.refuse(where, f"'{keyword}' (no string the grammar can write matches it)")
+    least, most = text.least, text.most
     longest = _longest(dfa)
-    if node.get("maxLength") is not None and longest is not None and longest <= node["maxLength"]:
-        node = {k: v for k, v in node.items() if k != "maxLength"}
-    least, most = node.get("minLength", 0), node.get("maxLength")
+    if most is not None and longest is not None and longest <= most:
+        most = None
     if least > _MAX_DFA_LENGTH:
         raise walk.refuse(where, f"'{keyword}' with a 'minLength' above {_MAX_DFA_LENGTH}")
     problem = "these lengths (no string allowed the grammar can write)"
     for cap in _caps(least, most):
         try:
-            empty = with_length(dfa, least, cap).empty
+            bounded = with_length(dfa, least, cap) if least or cap is not None else dfa
         except PatternError as exc:
             problem = str(exc)
             continue
-        if empty:
+        if bounded.empty:
             break
-        return {**node, "maxLength": cap} if cap is not None else node
+        return replace(text, most=cap, dfa=bounded)
     raise walk.refuse(where, f"'{keyword}' with {problem}")
 
 
-def rewrite_number(walk: Walker, node: Schema, kind: str, where: str) -> Schema:
+def rewrite_number(walk: Walker, node: Schema, kind: Literal["integer", "number"], where: str) -> Plain | Number:
     if "x-except" in node:
         raise walk.refuse(where, "'not' of the values of a number")
-    out = {k: v for k, v in node.items() if k in NUMBER_KEYWORDS}
-    out["type"] = kind
+    bounds = {k: v for k, v in node.items() if k in NUMBER_KEYWORDS}
+    if not bounds:
+        return Plain(kind)
     try:
-        number_dfa(out)
+        dfa = number_dfa({**bounds, "type": kind})
     except PatternError as exc:
         if str(exc) == "no number is allowed":
             raise walk.no_value(where, "no number is within the bounds") from None
         keyword = "multipleOf" if "multipleOf" in str(exc) else "the bounds"
         raise walk.refuse(where, f"{keyword} ({exc})") from None
-    return out
+    return Number(kind, tuple(sorted(bounds.items())), dfa)
 
 
 def _caps(least: int, most: int | None) -> list[int | None]:

@@ -14,12 +14,27 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from .automata import gbnf_rules
 from .counts import counted
-from .numbers import number_dfa
-from .strings import string_dfa
+from .forms import (
+    Choice,
+    Closed,
+    Containing,
+    CountedHits,
+    Form,
+    FreeKeys,
+    Items,
+    KeyKinds,
+    Number,
+    Plain,
+    Ref,
+    Rewritten,
+    Text,
+    Tuple,
+    Unique,
+    Values,
+)
 
 __all__ = ["schema_gbnf"]
 
@@ -39,10 +54,10 @@ _USES = {"char": (), "string": ("char",), "value": ("object", "array", "string",
 _USES |= {"object": ("string", "value"), "array": ("value",)}
 
 
-def schema_gbnf(schema: Mapping[str, Any]) -> str:
-    """The grammar of `schema` (a `rewrite` result), its start rule `root`."""
-    builder = _Builder()
-    builder.rules["root"] = builder.body(schema, "root")
+def schema_gbnf(schema: Rewritten) -> str:
+    """The grammar of `schema`, its start rule `root`."""
+    builder = _Builder(schema.defs)
+    builder.rules["root"] = builder.body(schema.root, "root")
     return "\n".join(f"{name} ::= {body}" for name, body in builder.rules.items())
 
 
@@ -60,11 +75,14 @@ def _repeat(rules: dict[str, str], name: str, item: str, sep: str, least: int, m
     return f"({body})" if least else f"({body})?"
 
 
+_COMMA = '"," space'
+
+
 class _Builder:
-    def __init__(self) -> None:
+    def __init__(self, defs: Mapping[str, Form]) -> None:
         self.rules: dict[str, str] = {"space": _BASE["space"]}
-        self.named: dict[str, str] = {}
-        self.defs: dict[str, Any] = {}  # recursive rules' bodies, by name (`x-defs`)
+        self.named: dict[Form, str] = {}
+        self.defs = defs  # recursive rules' bodies, by name
         self.count = 0
 
     def base(self, name: str) -> str:
@@ -74,15 +92,14 @@ class _Builder:
                 self.base(used)
         return name
 
-    def rule(self, schema: Mapping[str, Any], hint: str) -> str:
-        """The name of a rule for `schema`, made once for equal schemas."""
-        key = json.dumps(schema, sort_keys=True)
-        if key not in self.named:
+    def rule(self, form: Form, hint: str) -> str:
+        """The name of a rule for `form`, made once for equal forms."""
+        if form not in self.named:
             self.count += 1
             name = f"{re.sub('[^A-Za-z0-9]+', '-', hint).strip('-')[:24] or 'r'}-{self.count}"
-            self.named[key] = name
-            self.rules[name] = self.body(schema, name)
-        return self.named[key]
+            self.named[form] = name
+            self.rules[name] = self.body(form, name)
+        return self.named[form]
 
     def ref(self, name: str) -> str:
         """The rule of a recursive reference, made once (its body may refer to it)."""
@@ -92,146 +109,122 @@ class _Builder:
             self.rules[rule] = self.body(self.defs[name], rule)
         return rule
 
-    def body(self, schema: Mapping[str, Any], name: str) -> str:
-        if "x-defs" in schema:
-            self.defs.update(schema["x-defs"])
-            schema = {k: v for k, v in schema.items() if k != "x-defs"}
-        if "x-ref" in schema:
-            return self.ref(schema["x-ref"])
-        if "anyOf" in schema:
-            return " | ".join(self.rule(option, name) for option in schema["anyOf"])
-        if "const" in schema or "enum" in schema:
-            values = [schema["const"]] if "const" in schema else schema["enum"]
-            texts = [_literal(json.dumps(v, ensure_ascii=False)) for v in values]
-            return f"({' | '.join(texts)}) space"
-        kind = schema.get("type")
-        if kind == "object":
-            return self.object(schema, name)
-        if kind == "array":
-            return self.array(schema, name)
-        if kind == "string":
-            return self.string(schema, name)
-        if kind in ("integer", "number"):
-            if len(schema) == 1:
-                return self.base(kind)
-            self.rules.update(_rules(gbnf_rules(number_dfa(dict(schema)), f"{name}-n", in_string=False)))
+    def body(self, form: Form, name: str) -> str:
+        if isinstance(form, Ref):
+            return self.ref(form.name)
+        if isinstance(form, Choice):
+            return " | ".join(self.rule(option, name) for option in form.options)
+        if isinstance(form, Values):
+            return f"({' | '.join(_literal(text) for text in form.texts)}) space"
+        if isinstance(form, Plain):
+            return self.base(form.kind)
+        if isinstance(form, Text):
+            return self.string(form, name)
+        if isinstance(form, Number):
+            self.rules.update(_rules(gbnf_rules(form.dfa, f"{name}-n", in_string=False)))
             return f"{name}-n space"
-        if kind in ("boolean", "null"):
-            return self.base(kind)
-        return self.base("value")
+        if isinstance(form, Closed):
+            return self.closed(form, name)
+        if isinstance(form, FreeKeys | KeyKinds):
+            return self.free_keys(form, name)
+        return f'"[" space {self.items(form, name)} "]" space'
 
-    def string(self, schema: Mapping[str, Any], name: str) -> str:
-        dfa = string_dfa(schema)
-        if dfa is None:
-            least, most = schema.get("minLength", 0), schema.get("maxLength")
-            if not least and most is None:
+    def string(self, form: Text, name: str) -> str:
+        if form.dfa is None:
+            if not form.least and form.most is None:
                 return self.base("string")
             self.base("char")
-            return f'"\\"" {counted(self.rules, f"{name}-c", "char", least, most)} "\\"" space'
-        self.rules.update(_rules(gbnf_rules(dfa, f"{name}-s", in_string=True)))
+            return f'"\\"" {counted(self.rules, f"{name}-c", "char", form.least, form.most)} "\\"" space'
+        self.rules.update(_rules(gbnf_rules(form.dfa, f"{name}-s", in_string=True)))
         return f'"\\"" {name}-s "\\"" space'
 
-    def array(self, schema: Mapping[str, Any], name: str) -> str:
-        if "prefixItems" in schema:
-            return self.tuple(schema, name)
-        if "items" not in schema:
-            return self.base("array")
-        item = self.rule(schema["items"], f"{name}-item")
-        least, most = schema.get("minItems", 0), schema.get("maxItems")
-        if schema.get("x-unique"):
-            return f'"[" space {self.unique(schema["items"], name, least, most)} "]" space'
-        if "maxContains" in schema:
-            return f'"[" space {self.counted_hits(schema, name)} "]" space'
-        if "x-contains" in schema:
-            hit = self.rule(schema["x-contains"], f"{name}-hit")
-            more = (
-                f'(("," space {item})* "," space {hit}){{{schema["minContains"] - 1}}}'
-                if schema["minContains"] > 1
-                else ""
-            )
-            return f'"[" space ({item} "," space)* {hit} {more} ("," space {item})* "]" space'
-        inner = _repeat(self.rules, name, item, '"," space', least, most)
-        return f'"[" space {inner} "]" space'
+    def items(self, form: Items | Tuple | Containing | CountedHits | Unique, name: str) -> str:
+        """What an array's brackets hold."""
+        if isinstance(form, Tuple):
+            return self.tuple(form, name)
+        if isinstance(form, Unique):
+            return self.unique(form, name)
+        if isinstance(form, CountedHits):
+            return self.counted_hits(form, name)
+        item = self.rule(form.item, f"{name}-item")
+        if isinstance(form, Items):
+            return _repeat(self.rules, name, item, _COMMA, form.least, form.most)
+        hit = self.rule(form.hit, f"{name}-hit")
+        more = f"(({_COMMA} {item})* {_COMMA} {hit}){{{form.hits - 1}}}" if form.hits > 1 else ""
+        return f"({item} {_COMMA})* {hit} {more} ({_COMMA} {item})*"
 
-    def counted_hits(self, schema: Mapping[str, Any], name: str) -> str:
-        """Items each a hit (`x-contains`) or a miss (`x-miss`), `minContains` to `maxContains` hits:
-        a rule per item and hits before it (`e`), and per place after an item (`t`)."""
-        least, most = schema["minContains"], schema["maxContains"]
-        hit = self.rule(schema["x-contains"], f"{name}-hit")
-        miss = self.rule(schema["x-miss"], f"{name}-miss") if "x-miss" in schema else None
+    def counted_hits(self, form: CountedHits, name: str) -> str:
+        """Items each a hit or a miss, `least` to `most` hits: a rule per item and hits before it
+        (`e`), and per place after an item (`t`)."""
+        least, most = form.least, form.most
+        hit = self.rule(form.hit, f"{name}-hit")
+        miss = self.rule(form.miss, f"{name}-miss") if form.miss is not None else None
         open_ = [h for h in range(most + 1) if miss or h < most]  # where another item may follow
         for h in open_:
             alts = [f"{miss} {name}-t{h}"] if miss else []
             alts += [f"{hit} {name}-t{h + 1}"] if h < most else []
             self.rules[f"{name}-e{h}"] = " | ".join(alts)
         for h in range(most + 1):
-            alts = [f'"," space {name}-e{h}'] if h in open_ else []
+            alts = [f"{_COMMA} {name}-e{h}"] if h in open_ else []
             self.rules[f"{name}-t{h}"] = " | ".join(alts + (['""'] if h >= least else []))
         return f"({name}-e0)" if least else f"({name}-e0)?"
 
-    def tuple(self, schema: Mapping[str, Any], name: str) -> str:
+    def tuple(self, form: Tuple, name: str) -> str:
         """The prefix in full, then the rest's items, if any may follow."""
-        items = [self.rule(s, f"{name}-{i}") for i, s in enumerate(schema["prefixItems"])]
-        head = ' "," space '.join(items)
-        if "items" not in schema:
-            return f'"[" space {head} "]" space'
-        rest = self.rule(schema["items"], f"{name}-rest")
-        least = max(schema.get("minItems", 0) - len(items), 0)
-        most = schema["maxItems"] - len(items) if "maxItems" in schema else None
+        items = [self.rule(s, f"{name}-{i}") for i, s in enumerate(form.prefix)]
+        head = f" {_COMMA} ".join(items)
+        if form.rest is None:
+            return head
+        rest = self.rule(form.rest, f"{name}-rest")
+        least = max(form.least - len(items), 0)
+        most = form.most - len(items) if form.most is not None else None
         if not items:
-            return f'"[" space {_repeat(self.rules, name, rest, chr(34) + "," + chr(34) + " space", least, most)} "]" space'
-        tail = counted(self.rules, f"{name}-more", f'("," space {rest})', least, most)
-        return f'"[" space {head} {tail} "]" space'
+            return _repeat(self.rules, name, rest, _COMMA, least, most)
+        return f"{head} {counted(self.rules, f'{name}-more', f'({_COMMA} {rest})', least, most)}"
 
-    def unique(self, items: Mapping[str, Any], name: str, least: int, most: int | None) -> str:
-        """Values of `items` (a `const` or `enum`), each at most once, in the list's order: a rule
-        per (last value written, values written so far, counted up to what the bounds need)."""
-        values = [items["const"]] if "const" in items else list(items["enum"])
-        texts = [_literal(json.dumps(v, ensure_ascii=False)) + " space" for v in values]
-        most = len(values) if most is None else min(most, len(values))
-        cap = most if most < len(values) else least
+    def unique(self, form: Unique, name: str) -> str:
+        """Values, each at most once, in the list's order: a rule per (last value written, values
+        written so far, counted up to what the bounds need)."""
+        texts = [_literal(text) + " space" for text in form.values.texts]
+        least, most = form.least, form.most
+        cap = most if most < len(texts) else least
 
         def fits(j: int, n: int) -> bool:  # value j as the n-th item, with enough values left after it
-            return n <= most and n + len(values) - 1 - j >= least
+            return n <= most and n + len(texts) - 1 - j >= least
 
         def after(i: int, n: int) -> str:
             rule = f"{name}-u{i}-{min(n, cap)}"
             if rule not in self.rules:
-                alts = [f'"," space {texts[j]} {after(j, n + 1)}' for j in range(i + 1, len(values)) if fits(j, n + 1)]
+                alts = [f"{_COMMA} {texts[j]} {after(j, n + 1)}" for j in range(i + 1, len(texts)) if fits(j, n + 1)]
                 self.rules[rule] = " | ".join(alts + (['""'] if n >= least else []))
             return rule
 
-        first = [f"{texts[j]} {after(j, 1)}" for j in range(len(values)) if fits(j, 1)]
+        first = [f"{texts[j]} {after(j, 1)}" for j in range(len(texts)) if fits(j, 1)]
         return f"({' | '.join(first + ([chr(34) * 2] if not least else []))})"
 
-    def object(self, schema: Mapping[str, Any], name: str) -> str:
-        least, most = schema.get("minProperties", 0), schema.get("maxProperties")
-        if "x-pairs" in schema:  # kinds of free keys, each with its values
+    def free_keys(self, form: FreeKeys | KeyKinds, name: str) -> str:
+        """An object of free keys: of one kind (`FreeKeys`), or of several, each with its values."""
+        if isinstance(form, KeyKinds):
             kinds = [
                 f'{self.rule(k, f"{name}-k{i}")} ":" space {self.rule(v, f"{name}-v{i}")}'
-                for i, (k, v) in enumerate(schema["x-pairs"])
+                for i, (k, v) in enumerate(form.pairs)
             ]
             self.rules[f"{name}-kv"] = " | ".join(kinds)
-            pairs = _repeat(self.rules, name, f"{name}-kv", chr(34) + "," + chr(34) + " space", least, most)
-            return f'"{{" space {pairs} "}}" space'
-        if "properties" not in schema:
-            if "additionalProperties" not in schema:
-                return self.base("object")
-            keys = schema.get("x-keys")
-            key = self.rule(keys, f"{name}-key") if keys else self.base("string")
-            value = self.rule(schema["additionalProperties"], f"{name}-value")
-            self.rules[f"{name}-kv"] = f'{key} ":" space {value}'
-            pairs = _repeat(self.rules, name, f"{name}-kv", chr(34) + "," + chr(34) + " space", least, most)
-            return f'"{{" space {pairs} "}}" space'
-        properties: Mapping[str, Any] = schema["properties"]
-        required = [n for n in properties if n in schema["required"]]
-        optional = [n for n in properties if n not in schema["required"]]
+        else:
+            key = self.rule(form.keys, f"{name}-key") if form.keys is not None else self.base("string")
+            self.rules[f"{name}-kv"] = f'{key} ":" space {self.rule(form.values, f"{name}-value")}'
+        pairs = _repeat(self.rules, name, f"{name}-kv", _COMMA, form.least, form.most)
+        return f'"{{" space {pairs} "}}" space'
+
+    def closed(self, form: Closed, name: str) -> str:
+        required = [n for n, _ in form.properties if n in form.required]
+        optional = [n for n, _ in form.properties if n not in form.required]
         written = {
-            n: f'{_literal(json.dumps(n, ensure_ascii=False))} space ":" space {self.rule(properties[n], f"{name}-{n}")}'
-            for n in properties
+            n: f'{_literal(json.dumps(n, ensure_ascii=False))} space ":" space {self.rule(sub, f"{name}-{n}")}'
+            for n, sub in form.properties
         }
-        head = ' "," space '.join(written[n] for n in required)
-        tail = self.optional([written[n] for n in optional], name, len(required), least, most)
+        head = f" {_COMMA} ".join(written[n] for n in required)
+        tail = self.optional([written[n] for n in optional], name, len(required), form.least, form.most)
         return f'"{{" space {head} {tail} "}}" space'
 
     def optional(self, pairs: list[str], name: str, count: int, least: int, most: int | None) -> str:

@@ -1,7 +1,7 @@
 """Forced tool calls: the schema a call is decoded under, and its text turned into call events. Pure.
 
 A forced call is decoded as JSON, `{"name": ..., "arguments": {...}}` (or an array of them
-when parallel calls are allowed), under a grammar built from `CallPlan.schema`. `forced_calls`
+when parallel calls are allowed), under a grammar built from `CallPlan.form`. `forced_calls`
 watches the decoded text, and as each call's object completes, checks it and sends it on as
 `ToolCallStart` / `ToolCallDelta` / `ToolCallEnd`; the text itself never leaves.
 """
@@ -19,7 +19,8 @@ from ...core.events import Finish, GenerationEvent, TextDelta, ToolCallDelta, To
 from ...core.requests import Message, ToolChoice, ToolSpec
 from .checks import Validator
 from .compiled import Grammars
-from .grammar import Schema, literal_safe
+from .forms import Choice, Closed, Form, Items, Rewritten, values_of
+from .grammar import literal_safe
 from .walk import Unsatisfiable
 
 __all__ = ["CallPlan", "JsonValues", "Repeats", "canonical_json", "forced_calls", "plan_calls", "with_tools_note"]
@@ -27,14 +28,14 @@ __all__ = ["CallPlan", "JsonValues", "Repeats", "canonical_json", "forced_calls"
 log = logging.getLogger("asgi_llm.engine")
 
 MAX_PARALLEL_CALLS = 8
-_NO_PARAMETERS: Schema = {"type": "object", "properties": {}, "additionalProperties": False}
+_NO_PARAMETERS = {"type": "object", "properties": {}, "additionalProperties": False}
 
 
 @dataclass(frozen=True)
 class CallPlan:
-    """What a forced call is decoded under (`schema`) and checked against (`checks`, by tool name)."""
+    """What a forced call is decoded under (`form`) and checked against (`checks`, by tool name)."""
 
-    schema: Schema
+    form: Rewritten
     checks: Mapping[str, Validator]
     parallel: bool
 
@@ -56,7 +57,8 @@ def plan_calls(
     """
     grammars = grammars if grammars is not None else Grammars(entries=0)
     unusable: Unsatisfiable | None = None
-    options: list[Schema] = []
+    options: list[Form] = []
+    tools_forms: list[Rewritten] = []
     checks: dict[str, Validator] = {}
     for i, tool in enumerate(tools):
         if choice not in ("required", tool.name) or tool.name in checks:
@@ -75,24 +77,18 @@ def plan_calls(
             unusable = exc
             continue
         checks[tool.name] = enforced.check
-        options += [
-            {
-                "type": "object",
-                "properties": {"name": {"const": tool.name}, key: enforced.schema},
-                "required": ["name", key],
-                "additionalProperties": False,
-            }
-            for key in keys
-        ]
+        tools_forms.append(enforced.form)
+        name = values_of([tool.name])
+        options += [Closed((("name", name), (key, enforced.form.root)), ("name", key)) for key in keys]
     if not options and unusable is not None:
         raise unusable
     if not options:
         raise InternalError("A forced tool call names no tool of the request's.")
-    call = options[0] if len(options) == 1 else {"anyOf": options}
+    call = options[0] if len(options) == 1 else Choice(tuple(options))
     if not (parallel and choice == "required"):
-        return CallPlan(call, checks, parallel=False)
-    array = {"type": "array", "items": call, "minItems": 1, "maxItems": MAX_PARALLEL_CALLS}
-    return CallPlan(array, checks, parallel=True)
+        return CallPlan(Rewritten.around(call, tools_forms), checks, parallel=False)
+    array = Items(call, 1, MAX_PARALLEL_CALLS)
+    return CallPlan(Rewritten.around(array, tools_forms), checks, parallel=True)
 
 
 def with_tools_note(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> tuple[Message, ...]:

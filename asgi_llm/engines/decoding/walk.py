@@ -1,5 +1,10 @@
 """What the parts of the schema rewrite share: the walker they call back into for sub-schemas,
-and the error for a schema no value satisfies. Pure."""
+and the error for a schema no value satisfies. Pure.
+
+`Schema` is what the walk reads: JSON Schema, and the keywords the rewrite itself adds on the
+way for what it has turned positive (`x-except`: values excluded; `x-antipatterns`: patterns a
+string must not match; `x-cases`: its own branches; `x-outside`: some key outside a set;
+`x-fractional`: a number with a fraction). What it writes are `forms`."""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from typing import Any, Protocol
 
 from ...core.errors import InvalidRequest, Unsupported
 from .automata import Dfa
+from .forms import Form, Text
 
 __all__ = ["Schema", "Unsatisfiable", "Walker"]
 
@@ -24,9 +30,9 @@ class Walker(Protocol):
 
     param: str
     root: Mapping[str, Any]  # the whole schema, as the client sent it
-    automata: dict[str, Dfa | None]  # string automata built in this walk, by their schema
+    automata: dict[Text, Dfa | None]  # string automata built in this walk, by their content
 
-    def node(self, schema: Any, where: str, depth: int) -> Schema:
+    def node(self, schema: Any, where: str, depth: int) -> Form:
         """`schema` (at the JSON path `where`, `depth` levels in) rewritten."""
         ...
 
