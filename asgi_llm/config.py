@@ -116,7 +116,10 @@ class ModelConfig(BaseModel):
     )
     max_queue: int = Field(default=64, ge=0, description="Requests that may wait for a free sequence; beyond: 503.")
     queue_timeout: float = Field(
-        default=60.0, gt=0, description="Seconds a request may wait for a free sequence; beyond: 503 with Retry-After."
+        default=60.0,
+        gt=0,
+        description="Seconds a request may wait for the model to load (at startup or on demand), and then for a "
+        "free sequence; beyond either: 503 with Retry-After.",
     )
     stall_seconds: float = Field(
         default=30.0,

@@ -25,7 +25,9 @@ class ModelEntry:
         self.state: ModelState = "unloaded"
         self.error: str | None = None
         self.loading: asyncio.Task[LLMError | None] | None = None
-        self.waited = False  # requests wait for on-demand loads; during startup loading they get 503
+        self.at_startup = False
+        """Whether its load was begun by the pool's start (or a reload) rather than by a request:
+        /health says `loading` until such a load ends. Requests wait for either kind."""
         self.active = 0
         self.keep_alive: float | None = config.keep_alive
         """Seconds idle before the next unload (None = never): the last request's, else the config's."""

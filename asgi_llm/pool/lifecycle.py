@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 
@@ -95,7 +96,7 @@ class Lifecycle:
         """Begin loading those of `entries` (startup models) that the residency limits let load
         together; the rest load on first use."""
         for entry in self._residency.startup(entries):
-            self._begin_load(entry, waited=False)
+            self._begin_load(entry, at_startup=True)
 
     @contextlib.asynccontextmanager
     async def use(self, name: str, keep_alive: float | None) -> AsyncIterator[tuple[Engine, str]]:
@@ -105,17 +106,15 @@ class Lifecycle:
         if sum(other.active for other in self._models.entries) >= settings.max_pending:
             raise Overloaded("The server is busy; retry shortly.", retry_after=settings.retry_after_seconds)
         with self._held(entry, keep_alive):
-            yield await self._ready(entry), entry.config.id
+            yield await self._ready(entry, entry.config.queue_timeout), entry.config.id
 
     async def load(self, name: str) -> None:
         """Load `name` now and wait until it is ready (see `ModelPool.load`)."""
         entry = self._models.find(name)
         if entry.state == "failed":  # an operator's explicit load retries a failed one
             entry.state, entry.error = "unloaded", None
-        if entry.state == "loading":
-            entry.waited = True
         with self._held(entry, None):
-            await self._ready(entry)
+            await self._ready(entry, None)
 
     async def unload(self, name: str) -> None:
         """Unload `name` now, or when its requests finish or its load ends (see `ModelPool.unload`)."""
@@ -159,31 +158,38 @@ class Lifecycle:
                 self._residency.freed()
                 self._arm(entry)
 
-    async def _ready(self, entry: ModelEntry) -> Engine:
-        """The engine of an entry its caller holds, loading it if unloaded. Nothing but a stop
-        unloads a held model; should one unload between its load and this use all the same, it
-        loads once more, not again: then ModelNotReady, never a loop."""
+    async def _ready(self, entry: ModelEntry, timeout: float | None) -> Engine:
+        """The engine of an entry its caller holds, loading it if unloaded. A load in progress,
+        begun at startup or by another request, is waited for as one this call begins: up to
+        `timeout` seconds in all (None: until it ends), then ModelNotReady with `Retry-After`
+        while the load goes on. A load that fails wakes its waiters with the failure. Nothing
+        but a stop unloads a held model; should one unload between its load and this use all
+        the same, it loads once more, not again: then ModelNotReady, never a loop."""
         name, retry = entry.config.id, self._models.settings.retry_after_seconds
-        for loads in range(3):
-            if entry.state == "ready" and entry.engine is not None:
-                return entry.engine
-            if entry.state == "failed":
-                raise ModelNotReady(f"The model '{name}' failed to load.", retry_after=retry * 30)
-            if entry.state == "unloaded":
-                if not self._models.started:
+        with anyio.move_on_after(math.inf if timeout is None else timeout) as waiting:
+            for loads in range(3):
+                if entry.state == "ready" and entry.engine is not None:
+                    return entry.engine
+                if entry.state == "failed":
+                    raise ModelNotReady(f"The model '{name}' failed to load.", retry_after=retry * 30)
+                if entry.state == "unloaded":
+                    if not self._models.started:
+                        raise ModelNotReady("The model server is not running.")
+                    if loads == 2:
+                        break
+                    self._begin_load(entry, at_startup=False)
+                if entry.loading is None:  # loading, with no task: only while the pool stops
                     raise ModelNotReady("The model server is not running.")
-                if loads == 2:
-                    break
-                self._begin_load(entry, waited=True)
-            if not entry.waited or entry.loading is None:
-                raise ModelNotReady(f"The model '{name}' is still loading.", retry_after=retry)
-            refusal = await asyncio.shield(entry.loading)
-            if refusal is not None:
-                raise refusal
+                refusal = await asyncio.shield(entry.loading)  # the load goes on if this wait ends
+                if refusal is not None:
+                    raise refusal
+        if waiting.cancelled_caught:
+            message = f"This request waited {timeout:g} s for the model '{name}' to load; retry shortly."
+            raise ModelNotReady(message, retry_after=retry)
         raise ModelNotReady(f"The model '{name}' was unloaded as it loaded.", retry_after=retry)
 
-    def _begin_load(self, entry: ModelEntry, *, waited: bool) -> None:
-        entry.state, entry.waited = "loading", waited
+    def _begin_load(self, entry: ModelEntry, *, at_startup: bool) -> None:
+        entry.state, entry.at_startup = "loading", at_startup
         entry.loading = asyncio.get_running_loop().create_task(self._load(entry))
 
     async def _load(self, entry: ModelEntry) -> LLMError | None:

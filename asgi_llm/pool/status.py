@@ -27,7 +27,7 @@ class Status:
         loaded one is stalled (its work made no progress: a fresh request could not be served)."""
         entries, limited = self._models.entries, self._residency.limited
         models = [self._model_health(entry, limited) for entry in entries]
-        pending = [e for e in entries if e.config.load == "startup" and e.state == "loading" and not e.waited]
+        pending = [e for e in entries if e.config.load == "startup" and e.state == "loading" and e.at_startup]
         failed = any(e.state == "failed" for e in entries)
         stalled = any(e.reported_state == "stalled" for e in entries)
         loading = pending or not self._models.started
