@@ -20,7 +20,7 @@ from starlette.testclient import TestClient as StarletteTestClient
 
 from asgi_llm import LLMApp, ModelConfig, Settings
 
-from .test_readme import run_snippet
+from .test_readme import run_snippet, snippet
 
 pytestmark = pytest.mark.model
 CHAT = {"model": "default", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
@@ -33,6 +33,12 @@ def test_the_readmes_fastapi_app_answers_its_first_request_under_fastapis_test_c
         assert reply.status_code == 200, reply.text
         assert reply.json()["usage"]["completion_tokens"] <= 4
         assert client.get("/v1/health").json()["status"] == "ok"
+
+
+def test_the_manuals_test_client_snippet_runs_against_the_readmes_fastapi_app() -> None:
+    namespace = run_snippet("fastapi")
+    exec(compile(snippet("fastapi-testclient"), "snippet", "exec"), namespace)  # noqa: S102 (the page's own code)
+    assert namespace["reply"].json()["choices"][0]["message"]["role"] == "assistant"
 
 
 def test_a_background_response_made_first_under_starlettes_test_client_completes(tmp_path: Path) -> None:
