@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from jsonschema import Draft202012Validator  # type: ignore[import-untyped, unused-ignore]
-from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped, unused-ignore]
-from jsonschema.protocols import Validator  # type: ignore[import-untyped, unused-ignore]
-from jsonschema.validators import validator_for  # type: ignore[import-untyped, unused-ignore]
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
 
 from ...core.errors import InvalidRequest
 from .formats import format_checker

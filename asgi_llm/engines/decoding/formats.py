@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
-from jsonschema import FormatChecker  # type: ignore[import-untyped, unused-ignore]
+from jsonschema import FormatChecker
 
 __all__ = ["FORMATS", "format_checker"]
 
