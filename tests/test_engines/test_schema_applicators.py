@@ -310,6 +310,56 @@ CASES: list[tuple[str, dict[str, Any], list[Any], list[Any]]] = [
         [{}, {"b": "x"}],
         [{"a": "x"}],
     ),
+    (  # two patterns a key may match at once, of types no value has: only that kind of key goes
+        "pattern-properties-one-kind-of-key-impossible",
+        {
+            "type": "object",
+            "patternProperties": {"^x": {"type": "integer"}, "y$": {"type": "boolean"}},
+            "additionalProperties": False,
+        },
+        [{}, {"x": 1}, {"y": True}, {"xa": 1, "by": False}],
+        [{"xy": 1}, {"xy": True}, {"a": 1}],
+    ),
+    (  # each part's `then` stays with its own `if`
+        "all-of-two-conditionals-with-the-same-if",
+        {
+            "allOf": [
+                {"properties": {"a": {"type": "integer"}}, "if": {"required": ["a"]}, "else": {"maxProperties": 0}},
+                {"if": {"required": ["a"]}, "then": {"required": ["b"]}, "else": {"properties": {"b": False}}},
+            ]
+        },
+        [{}, {"a": 1, "b": 2}],
+        [{"b": 2}, {"a": 1}],
+    ),
+    (  # an `enum` the negations narrow is checked with their keywords too
+        "one-of-strings-excluded-and-antipatterns",
+        {
+            "oneOf": [
+                {"type": "string", "not": {"enum": ["a", "b"]}, "maxLength": 2},
+                {"type": "string", "pattern": "^[ab]+$", "not": {"pattern": "a$"}},
+            ]
+        },
+        ["b", "c", "aab"],
+        ["a", "ab", "bb"],
+    ),
+    (  # the second branch takes any integer (its keywords bind objects only)
+        "one-of-against-a-branch-only-the-rewrite-found-empty",
+        {"oneOf": [{"type": "integer"}, {"properties": {"a": {"oneOf": [{"type": "null"}, {"type": "null"}]}}}]},
+        [{}],
+        [0, {"a": None}],
+    ),
+    (
+        "one-of-whose-narrowed-branch-writes-more",
+        {
+            "oneOf": [
+                {"type": "integer", "minimum": 0, "maximum": 20},
+                {"type": "object", "properties": {"a": {"type": "integer"}}},
+                {"properties": {"a": {"type": "integer"}}},
+            ]
+        },
+        ["s", None, True, [], -1, 21, 1.5],
+        [0, 20, {}, {"a": 1}],
+    ),
 ]
 
 

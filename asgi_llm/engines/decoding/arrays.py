@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from .forms import Containing, CountedHits, Form, Items, Number, Plain, Tuple, Unique, Values, values_of
-from .merge import Clash, merge
+from .merge import Clash
 from .negation import negate
 from .walk import Schema, Unsatisfiable, Walker
 
@@ -96,7 +96,7 @@ def _contains(walk: Walker, node: Schema, least: int, where: str, depth: int) ->
     items = node.get("items", True)
     element = walk.node(items, f"{where}/items", depth + 1)
     try:
-        hit = walk.node(merge([items, node["contains"]]), f"{where}/contains", depth + 1)
+        hit = walk.all_of([items, node["contains"]], f"{where}/contains", depth + 1)
     except Unsatisfiable:
         if hits:
             raise
@@ -108,7 +108,7 @@ def _contains(walk: Walker, node: Schema, least: int, where: str, depth: int) ->
     except Clash as exc:
         raise walk.refuse(where, f"'maxContains' ({exc})") from None
     try:
-        missed: Form | None = walk.node(merge([items, miss]), f"{where}/items", depth + 1)
+        missed: Form | None = walk.all_of([items, miss], f"{where}/items", depth + 1)
     except Unsatisfiable:
         missed = None  # every item is a hit
     return CountedHits(hit, missed, hits, most)

@@ -72,6 +72,7 @@ def merge(parts: Iterable[Any]) -> Schema:
         if part is False or not isinstance(part, Mapping):
             raise NoValue("a `false` schema")
         part = {k: v for k, v in part.items() if k not in ANNOTATIONS}
+        _conditional(merged, part)
         if any(k in merged for k in _OBJECT) and any(k in part for k in _OBJECT):
             merged, part = _cross_objects(merged, part)
         if any(k in merged for k in _ARRAY) and any(k in part for k in _ARRAY):
@@ -84,6 +85,21 @@ def merge(parts: Iterable[Any]) -> Schema:
             elif merged[key] != value:
                 _combine(merged, key, value)
     return merged
+
+
+def _conditional(merged: Schema, part: Schema) -> None:
+    """A part's `if`/`then`/`else` taken out of it, as one: into `merged` where it has none yet,
+    else as an `allOf` part of its own (a `then` must never meet another part's `if`). A `then`
+    or `else` without an `if` says nothing, and goes."""
+    if not {"if", "then", "else"} & part.keys():
+        return
+    conditional: Schema = {k: part.pop(k) for k in ("if", "then", "else") if k in part}
+    if "if" not in conditional:
+        return
+    if "if" in merged:
+        merged["allOf"] = [*merged.get("allOf", []), conditional]
+    else:
+        merged.update(conditional)
 
 
 def _combine(merged: Schema, key: str, value: Any) -> None:

@@ -34,7 +34,7 @@ _KEYWORDS = frozenset(  # what constrains a value; any other key of a schema is 
     | {"format", "multipleOf", "anyOf", "oneOf", "allOf", "not", "$ref", "if", "then", "else", "propertyNames"}
     | {"dependencies", "dependentRequired", "dependentSchemas", "unevaluatedItems", "unevaluatedProperties"}
     | {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "minItems"}
-    | {"maxItems", "minProperties", "maxProperties", "x-except", "x-antipatterns", "x-cases"}
+    | {"maxItems", "minProperties", "maxProperties", "x-except", "x-antipatterns", "x-cases", "x-outside", "x-extra"}
 )
 _OPPOSITE: dict[str, tuple[str, str, int]] = {  # keyword: (its negation, the type it bounds, shift)
     "minimum": ("exclusiveMaximum", "number", 0),

@@ -18,7 +18,7 @@ from typing import Any
 
 from .forms import Closed, Form, FreeKeys, KeyKinds, Plain, Text, Values
 from .merge import Clash, merge
-from .strings import string_dfa
+from .pattern import PatternError
 from .walk import Schema, Unsatisfiable, Walker
 
 __all__ = ["DEPENDENCIES", "dependencies", "rewrite_object"]
@@ -117,7 +117,7 @@ def _declared(
             if isinstance(keys, Text) and not keys.accepts(name):
                 raise walk.no_value(at, "the name breaks 'propertyNames'")
             matched = [s for p, s in patterns.items() if re.search(p, name)]
-            subs[name] = walk.node(merge([sub, *matched]) if matched else sub, at, depth + 1)
+            subs[name] = walk.all_of([sub, *matched], at, depth + 1)
         except Unsatisfiable as exc:
             if name in required:
                 raise
@@ -173,12 +173,15 @@ def _regions(walk: Walker, patterns: Mapping[str, Any], names: Any, bounds: Boun
         for chosen in itertools.combinations(range(len(items)), size):
             matched = [items[i][0] for i in chosen]
             unmatched = [p for i, (p, _) in enumerate(items) if i not in chosen]
-            automaton = string_dfa(Text(patterns=tuple(matched), antipatterns=tuple(unmatched)))
+            try:
+                automaton = walk.automaton(Text(patterns=tuple(matched), antipatterns=tuple(unmatched)))
+            except PatternError as exc:
+                raise walk.refuse(where, f"'patternProperties' ({exc})") from None
             if automaton is not None and automaton.empty:
                 continue  # no key matches just these
             try:
                 key = _key(walk, names, matched, unmatched, where)
-                value = walk.node(merge([items[i][1] for i in chosen]), f"{where}/patternProperties", depth + 1)
+                value = walk.all_of([items[i][1] for i in chosen], f"{where}/patternProperties", depth + 1)
             except Unsatisfiable:
                 continue  # keys of this kind cannot be written
             pairs.append((key, value))
@@ -191,8 +194,7 @@ def _regions(walk: Walker, patterns: Mapping[str, Any], names: Any, bounds: Boun
 
 def _key(walk: Walker, names: Any, matched: list[str], unmatched: list[str], where: str) -> Text:
     """The string form of a kind of key: a `propertyNames` string matching `matched` and none of `unmatched`."""
-    key = merge([names, {"type": "string", "pattern": matched, "x-antipatterns": unmatched}])
-    form = walk.node(key, where, 0)
+    form = walk.all_of([names, {"type": "string", "pattern": matched, "x-antipatterns": unmatched}], where, 0)
     if not isinstance(form, Text):
         raise walk.refuse(where, "'propertyNames' other than a string schema beside 'patternProperties'")
     return form

@@ -14,6 +14,7 @@ from typing import Any
 
 from .automata import intersect, with_length
 from .checks import validator
+from .extended import as_json_schema
 from .forms import (
     Choice,
     Closed,
@@ -123,7 +124,7 @@ def _kind(value: Any) -> str:
 
 def _all_fail(values: list[Any], client: Mapping[str, Any]) -> bool:
     try:
-        check = validator(dict(client))
+        check = validator(as_json_schema(client))
         return not any(check.is_valid(v) for v in values)
     except Exception:  # noqa: BLE001 (a reference the branch cannot follow on its own: not shown apart)
         return False

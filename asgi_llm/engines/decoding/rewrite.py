@@ -26,12 +26,14 @@ from ...core.errors import InvalidRequest, Unsupported
 from .arrays import rewrite_array
 from .automata import Dfa
 from .checks import validator
+from .extended import as_json_schema
 from .forms import ANY, Choice, Closed, Form, Plain, Ref, Rewritten, Text, Values, values_of
 from .merge import Clash, NoValue, merge
 from .negation import conditional, negate
 from .objects import DEPENDENCIES, dependencies, rewrite_object
 from .oneof import separated
 from .scalars import NUMBER_KEYWORDS, rewrite_number, rewrite_string
+from .strings import string_dfa
 from .walk import Schema, Unsatisfiable
 
 __all__ = ["literal_safe", "rewrite"]
@@ -77,8 +79,13 @@ class _Rewrite:
         self.recursive: set[str] = set()  # rules referred to from inside their own body
         self.defs: dict[str, Form] = {}
         self.done: dict[str, Form] = {}  # references rewritten already
-        self.automata: dict[Text, Dfa | None] = {}  # string automata built already (a format used in fifty fields)
+        self.automata: dict[Text, Dfa | None] = {}  # string automata built already, by their content
         self.count = 0
+
+    def automaton(self, text: Text) -> Dfa | None:
+        if text not in self.automata:
+            self.automata[text] = string_dfa(text)
+        return self.automata[text]
 
     def refuse(self, where: str, what: str) -> Unsupported:
         return Unsupported(
@@ -215,11 +222,20 @@ class _Rewrite:
             raise self.no_value(where, f"no {what} admits a value")
         return kept[0] if len(kept) == 1 else Choice(tuple(kept))
 
+    def all_of(self, parts: list[Any], where: str, depth: int) -> Form:
+        try:
+            merged = merge(parts)
+        except NoValue as exc:
+            raise self.no_value(where, str(exc)) from None
+        except Clash as exc:
+            raise self.refuse(where, str(exc)) from None
+        return self.node(merged, where, depth)
+
     def branch(self, parts: list[Any], at: str, depth: int, *, warn: bool) -> Form | None:
         """`parts` merged and rewritten; None where no value satisfies them."""
         try:
-            return self.node(merge(parts), at, depth + 1)
-        except (Unsatisfiable, NoValue) as exc:
+            return self.all_of(parts, at, depth + 1)
+        except Unsatisfiable as exc:
             if warn:
                 log.warning("left out of the grammar for %s: %s", self.param, exc)
             return None
@@ -228,26 +244,49 @@ class _Rewrite:
         self, node: Schema, options: list[Any], written: list[tuple[int, Form]], where: str, depth: int
     ) -> list[tuple[int, Form]]:
         """A `oneOf` decoded as an `anyOf` must never write a document two branches take: a branch
-        that may meet others is held to their negations too (and left out if nothing remains)."""
+        that may meet others is held to their negations too (and left out if nothing remains).
+        A branch rewritten anew may write documents its first form did not (the client's branch
+        is wider than what the rewrite keeps of it), so it is tested again until none meets."""
         kept = []
         for i, out in written:
-            meets = [
-                options[j]
-                for j, theirs in written
-                if j != i and not separated(out, merge([node, options[j]]), self.follow, theirs)
-            ]
-            if not meets:
-                kept.append((i, out))
-                continue
+            meets = self.meeting(node, options, written, i, out, set())
             at = f"{where}/oneOf/{i}"
-            try:
-                names = _closed_names(out)
-                apart = [negate(option, self.follow, names) for option in meets]
-            except Clash as exc:
-                raise self.refuse(at, f"A 'oneOf' branch that may match another's documents ({exc})") from None
-            narrowed = self.branch([node, options[i], *apart], at, depth, warn=False)
+            narrowed: Form | None = out
+            while meets and narrowed is not None:
+                apart = self.negations([options[j] for j in sorted(meets)], out, at)
+                narrowed = self.branch([node, options[i], *apart], at, depth, warn=False)
+                more = self.meeting(node, options, written, i, narrowed, meets) if narrowed is not None else set()
+                meets = meets | more if more else set()
             kept += [(i, narrowed)] if narrowed is not None else []
         return kept
+
+    def negations(self, options: list[Any], out: Form, at: str) -> list[Any]:
+        """Schemas that hold where none of `options` does: exact, or else among the closed objects
+        `out` writes (their keys known, so `additionalProperties: false` has a negation), held to them."""
+        try:
+            return [negate(option, self.follow) for option in options]
+        except Clash:
+            names = _closed_names(out)
+        try:
+            if names is None:
+                raise Clash("'not' of a schema with 'additionalProperties'")
+            within = {"type": "object", "propertyNames": {"enum": sorted(names)}}
+            return [within, *(negate(option, self.follow, names) for option in options)]
+        except Clash as exc:
+            raise self.refuse(at, f"A 'oneOf' branch that may match another's documents ({exc})") from None
+
+    def meeting(
+        self, node: Schema, options: list[Any], written: list[tuple[int, Form]], i: int, out: Form, known: set[int]
+    ) -> set[int]:
+        """The branches besides `i` and `known` that a document of `out` may also match: every
+        branch of the client's, those left out of the grammar too (what the rewrite found no value
+        for may still take values it does not write, as a branch of `properties` takes any string)."""
+        forms = dict(written)
+        return {
+            j
+            for j in range(len(options))
+            if j != i and j not in known and not separated(out, merge([node, options[j]]), self.follow, forms.get(j))
+        }
 
     def follow(self, schema: Any) -> Any:
         """`schema` with its top-level `$ref`s followed and `allOf`s merged, for the `oneOf` test."""
@@ -271,7 +310,7 @@ class _Rewrite:
             values = [v for v in values if v in node["enum"]]
         values = [v for v in values if v not in node.get("x-except", [])]
         try:
-            check = validator(rest)
+            check = validator(as_json_schema(rest))
             kept = [v for v in values if check.is_valid(v)]
         except Exception:  # noqa: BLE001 (a reference inside `rest` cannot be followed on its own)
             raise self.refuse(where, "'enum' beside references") from None

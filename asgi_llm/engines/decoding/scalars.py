@@ -13,7 +13,6 @@ from .formats import FORMATS
 from .forms import Number, Plain, Text
 from .numbers import number_dfa
 from .pattern import PatternError
-from .strings import string_dfa
 from .walk import Schema, Walker
 
 __all__ = ["NUMBER_KEYWORDS", "rewrite_number", "rewrite_string"]
@@ -48,13 +47,13 @@ def _automaton_fits(walk: Walker, text: Text, where: str, keyword: str) -> Text:
     """`text` with its automaton, once it is known to build (a length bound its texts never reach goes)."""
     bare = text.content
     try:
-        dfa = walk.automata[bare] if bare in walk.automata else walk.automata.setdefault(bare, string_dfa(bare))
+        dfa = walk.automaton(bare)
     except PatternError as exc:
         raise walk.refuse(where, f"'{keyword}' ({exc})") from None
     assert dfa is not None
     if dfa.empty:
         positive = replace(bare, antipatterns=(), excluded=())
-        if positive != bare and not (string_dfa(positive) or dfa).empty:  # what a `not` took away
+        if positive != bare and not (walk.automaton(positive) or dfa).empty:  # what a `not` took away
             raise walk.no_value(where, "no string is left by its 'not'")
         raise walk.refuse(where, f"'{keyword}' (no string the grammar can write matches it)")
     least, most = text.least, text.most

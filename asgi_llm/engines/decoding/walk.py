@@ -2,9 +2,7 @@
 and the error for a schema no value satisfies. Pure.
 
 `Schema` is what the walk reads: JSON Schema, and the keywords the rewrite itself adds on the
-way for what it has turned positive (`x-except`: values excluded; `x-antipatterns`: patterns a
-string must not match; `x-cases`: its own branches; `x-outside`: some key outside a set;
-`x-fractional`: a number with a fraction). What it writes are `forms`."""
+way for what it has turned positive (`extended`). What it writes are `forms`."""
 
 from __future__ import annotations
 
@@ -30,10 +28,19 @@ class Walker(Protocol):
 
     param: str
     root: Mapping[str, Any]  # the whole schema, as the client sent it
-    automata: dict[Text, Dfa | None]  # string automata built in this walk, by their content
+
+    def automaton(self, text: Text) -> Dfa | None:
+        """`strings.string_dfa(text)`, built once per walk (a format used in fifty fields too);
+        raises `PatternError` as it does."""
+        ...
 
     def node(self, schema: Any, where: str, depth: int) -> Form:
         """`schema` (at the JSON path `where`, `depth` levels in) rewritten."""
+        ...
+
+    def all_of(self, parts: list[Any], where: str, depth: int) -> Form:
+        """`parts` (schemas that must all hold) merged and rewritten: `Unsatisfiable` at `where`
+        where no value satisfies them, so that a caller leaving out what is optional can."""
         ...
 
     def follow(self, schema: Any) -> Any:
