@@ -6,6 +6,7 @@ results and events into wire bytes. The app does all I/O.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
@@ -54,6 +55,7 @@ __all__ = [
     "TokenizerRoute",
     "Unrecorded",
     "refuse_unrecognized",
+    "stream_json",
     "validate",
 ]
 
@@ -337,6 +339,17 @@ def validate(model: type[M], data: Any) -> M:
         first = exc.errors(include_url=False)[0]
         param = _param_path(first["loc"])
         raise InvalidRequest(_describe(first, param), param=param or None) from None
+
+
+_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def stream_json(payload: Any) -> str:
+    """Compact JSON for one line of a stream (an SSE `data:` field, an NDJSON line): UTF-8 as it
+    is, but for U+0085, U+2028 and U+2029, written as `\\u` escapes. JSON lets them stand raw in
+    a string, yet Python's `str.splitlines()` ends a line at each (httpx's `iter_lines`, which
+    the ollama SDK reads with, does), and a line cut there is no JSON at all."""
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).translate(_LINE_BREAKS)
 
 
 def refuse_unrecognized(wire: BaseModel, *, prefix: str = "", handled: Collection[str] = ()) -> None:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal, TypedDict
 
 from asgi_llm.core import LLMError
 
-from ..base import Reply
+from ..base import Reply, stream_json
 
 __all__ = ["ErrorBody", "render_error", "sse", "tag_error", "tool_use_id"]
 
@@ -57,5 +56,5 @@ def tag_error(body: Any, request_id: str) -> Any:
 
 def sse(payload: dict[str, Any] | ErrorBody) -> bytes:
     """One named event; the name repeats the payload's `type`, as Anthropic's streams do."""
-    data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    data = stream_json(payload)
     return f"event: {payload['type']}\ndata: {data}\n\n".encode()

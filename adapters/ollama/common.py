@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -12,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from asgi_llm.core import FinishReason, InvalidRequest, LLMError, OutputFormat, Reasoning, SamplingParams
 
-from ..base import ContextNeed, Meta, Reply, refuse_unrecognized
+from ..base import ContextNeed, Meta, Reply, refuse_unrecognized, stream_json
 from ..json_output import json_object, json_schema
 
 __all__ = [
@@ -94,8 +93,9 @@ def tag_error(body: Any, request_id: str) -> Any:
 
 
 def ndjson(payload: Any) -> bytes:
-    """One line of newline-delimited JSON; compact, and never a raw newline inside."""
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    """One line of newline-delimited JSON; compact, and nothing inside that any reader takes
+    for a line break (`stream_json`)."""
+    return stream_json(payload).encode() + b"\n"
 
 
 def model_name(name: str) -> str:

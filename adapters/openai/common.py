@@ -3,7 +3,6 @@ framing, the usage shape and the sampling fields."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Annotated, Any
 
@@ -14,7 +13,7 @@ from asgi_llm.wire import openai_chat as wire
 from asgi_llm.wire import openai_error as error_envelope
 from asgi_llm.wire.openai_error import ErrorBody
 
-from ..base import Reply, refuse_unrecognized
+from ..base import Reply, refuse_unrecognized, stream_json
 
 __all__ = [
     "EFFORTS",
@@ -46,8 +45,8 @@ tag_error = error_envelope.tag_error
 
 
 def sse(payload: Any) -> bytes:
-    """One `data:` event; compact JSON keeps per-token overhead low."""
-    return b"data: " + json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
+    """One `data:` event; compact JSON keeps per-token overhead low (`stream_json`: no line break inside)."""
+    return b"data: " + stream_json(payload).encode() + b"\n\n"
 
 
 def usage_dict(usage: Usage) -> wire.Usage:

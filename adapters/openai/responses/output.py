@@ -8,7 +8,6 @@ and a non-stream response agree on every id, index and status.
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -27,7 +26,7 @@ from asgi_llm.core import (
     Usage,
 )
 
-from ...base import Meta
+from ...base import Meta, stream_json
 from ...logprobs import token_logprobs
 from .input import Item
 
@@ -227,7 +226,7 @@ def frames(payloads: Sequence[Event]) -> bytes:
     """Stream events (with their sequence numbers) as SSE frames named by their type."""
     chunks = []
     for payload in payloads:
-        data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+        data = stream_json(payload)
         chunks.append(f"event: {payload['type']}\ndata: {data}\n\n".encode())
     return b"".join(chunks)
 
@@ -267,7 +266,9 @@ class ResponsesStream:
         """A background response's opening: created and queued, before its model is free."""
         self._queued = True
         queued = response_object(self._meta, self._echo, "queued", [])
-        self._encode([{"type": "response.created", "response": queued}, {"type": "response.queued", "response": queued}])
+        self._encode(
+            [{"type": "response.created", "response": queued}, {"type": "response.queued", "response": queued}]
+        )
         return queued
 
     def snapshot(self, status: str, error: LLMError | None = None) -> dict[str, Any]:
