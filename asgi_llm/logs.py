@@ -121,8 +121,12 @@ class JSONFormatter(logging.Formatter):
 
 CREDENTIAL_PARAMETERS = frozenset(
     {"api_key", "api-key", "apikey", "x-api-key", "key", "token", "access_token", "auth", "password", "secret", "sig"}
+    | {"authorization", "bearer", "api_token", "auth_token", "id_token", "refresh_token", "client_secret", "jwt"}
 )
 """Query parameters whose values never reach a log line (compared case-insensitively, decoded)."""
+
+_BEARER = "bearer "
+"""A value that starts as an `Authorization: Bearer` header does is a credential, whatever its name."""
 
 
 def redact_query(target: str) -> str:
@@ -133,11 +137,15 @@ def redact_query(target: str) -> str:
         return target
     parts = []
     for part in query.split("&"):
-        name, equals, _ = part.partition("=")
-        if equals and urllib.parse.unquote_plus(name).lower() in CREDENTIAL_PARAMETERS:
+        name, equals, value = part.partition("=")
+        if equals and _credential(urllib.parse.unquote_plus(name), urllib.parse.unquote_plus(value)):
             part = f"{name}=[redacted]"
         parts.append(part)
     return f"{path}?{'&'.join(parts)}"
+
+
+def _credential(name: str, value: str) -> bool:
+    return name.lower() in CREDENTIAL_PARAMETERS or value.lstrip().lower().startswith(_BEARER)
 
 
 class RedactCredentials(logging.Filter):

@@ -47,6 +47,10 @@ SECRET = "sk-live-4f9a0c1d"
             "/a?TOKEN=[redacted]&access_token=[redacted]&sig=[redacted]",
         ),
         (f"/a?api%5Fkey={SECRET}", "/a?api%5Fkey=[redacted]"),  # the name as the server decodes it
+        (f"/v1/models?authorization=Bearer%20{SECRET}", "/v1/models?authorization=[redacted]"),
+        (f"/a?Authorization=Bearer+{SECRET}&limit=2", "/a?Authorization=[redacted]&limit=2"),
+        (f"/a?h=bearer%20{SECRET}&q=bear", "/a?h=[redacted]&q=bear"),  # a bearer credential, whatever its name
+        (f"/a?refresh_token={SECRET}&client_secret={SECRET}", "/a?refresh_token=[redacted]&client_secret=[redacted]"),
         ("/a?keys=1&monkey=2&key", "/a?keys=1&monkey=2&key"),  # other names, and a name with no value
         ("/v1/models", "/v1/models"),
     ],
@@ -114,14 +118,19 @@ def test_serve_writes_no_key_from_a_query_string_in_its_access_lines(serve_confi
                 time.sleep(0.1)
         refused = httpx.get(f"http://127.0.0.1:{port}/v1/models", params={"api_key": SECRET, "limit": "2"})
         assert refused.status_code == 401
-        for name in ("key", "token", "access_token", "sig"):
-            assert httpx.get(f"http://127.0.0.1:{port}/v1/models?{name}={SECRET}").status_code == 401
+        queries = [f"{name}={SECRET}" for name in ("key", "token", "access_token", "sig")]
+        queries += [
+            f"authorization=Bearer%20{SECRET}",
+            f"authorization=Bearer+{SECRET}",
+        ]  # as a browser's form sends it
+        for query in queries:
+            assert httpx.get(f"http://127.0.0.1:{port}/v1/models?{query}").status_code == 401
     finally:
         process.send_signal(signal.SIGINT)
         output, _ = process.communicate(timeout=30)
     assert SECRET not in output
     lines = [line for line in output.splitlines() if "/v1/models?" in line]
-    assert len(lines) == 5, output
+    assert len(lines) == 7, output
     if log_json:
         first = json.loads(lines[0])
         assert first["logger"] == "uvicorn.access" and "GET /v1/models?api_key=[redacted]&limit=2" in first["message"]
