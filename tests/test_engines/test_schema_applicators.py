@@ -342,6 +342,33 @@ CASES: list[tuple[str, dict[str, Any], list[Any], list[Any]]] = [
         ["b", "c", "aab"],
         ["a", "ab", "bb"],
     ),
+    (  # the names an enum allows take their pattern's schema (no other key)
+        "property-names-enum-beside-pattern-properties",
+        {
+            "type": "object",
+            "propertyNames": {"enum": ["p10", "p300"]},
+            "patternProperties": {".*": {"type": "number"}},
+            "additionalProperties": False,
+        },
+        [{}, {"p10": 1.5}, {"p10": 1, "p300": 2}],
+        [{"x": 1}, {"p10": "a"}],
+    ),
+    (  # every document of the first requires a key the second's closed object does not allow
+        "one-of-closed-objects-one-requiring-what-the-other-refuses",
+        {
+            "oneOf": [
+                {
+                    "type": "object",
+                    "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                    "required": ["a", "b"],
+                    "additionalProperties": False,
+                },
+                {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+            ]
+        },
+        [{"a": 1, "b": 2}, {"a": 1}, {}],
+        [{"b": 1}, {"a": "x"}],
+    ),
     (  # the second branch takes any integer (its keywords bind objects only)
         "one-of-against-a-branch-only-the-rewrite-found-empty",
         {"oneOf": [{"type": "integer"}, {"properties": {"a": {"oneOf": [{"type": "null"}, {"type": "null"}]}}}]},

@@ -56,9 +56,10 @@ def rewrite_object(walk: Walker, node: Schema, where: str, depth: int) -> Form:
     extra = node.get("additionalProperties", True)
     names = node.get("propertyNames", True)
     keys = _key_rule(walk, names, where)
-    if isinstance(keys, list):  # names from an enum: declared properties, of the extra keys' schema
-        properties = {name: properties.get(name, extra) for name in keys if properties.get(name, extra) is not False}
-        extra = False
+    if isinstance(keys, list):  # names from an enum: declared properties, of the schema a key of theirs takes
+        named = {name: properties.get(name, _undeclared(name, patterns, extra)) for name in keys}
+        properties = {name: sub for name, sub in named.items() if sub is not False}
+        extra, patterns = False, {}
     for name in required:  # a required name nothing declares takes the extra keys' schema
         if name not in properties:
             properties[name] = _undeclared(name, patterns, extra)

@@ -3,8 +3,8 @@ grammar writes must fail every other branch, or it would match two and break `on
 
 The test is conservative: each document of the rewritten branch X (what the grammar writes)
 fails the client's branch Y when their types cannot meet, when X's values all fail Y, when X is
-a closed object without a property Y requires, or when a property X requires has values Y's
-schema for it never allows (a discriminator). A pair neither test separates is refused.
+a closed object without a property Y requires, when X requires a property Y's closed object does
+not allow, or when a property X requires has values Y's schema for it never allows (a discriminator). A pair neither test separates is refused.
 """
 
 from __future__ import annotations
@@ -135,6 +135,9 @@ def _objects_apart(written: Closed, client: Mapping[str, Any], resolve: Resolve)
     if any(name not in declared for name in client.get("required", [])):
         return True  # a closed object without a property the client's branch requires
     theirs = client.get("properties", {})
+    shut = client.get("additionalProperties") is False and not client.get("patternProperties")
+    if shut and any(name not in theirs for name in written.required):
+        return True  # a property the client's closed branch does not allow, always written
     for name in written.required:
         form = declared.get(name)
         if isinstance(form, Values) and name in theirs and _all_fail(form.values, resolve(theirs[name])):

@@ -231,7 +231,7 @@ class _Rewrite:
             raise self.refuse(where, str(exc)) from None
         return self.node(merged, where, depth)
 
-    def branch(self, parts: list[Any], at: str, depth: int, *, warn: bool) -> Form | None:
+    def branch(self, parts: list[Any], at: str, depth: int, *, warn: bool = False) -> Form | None:
         """`parts` merged and rewritten; None where no value satisfies them."""
         try:
             return self.all_of(parts, at, depth + 1)
@@ -253,25 +253,30 @@ class _Rewrite:
             at = f"{where}/oneOf/{i}"
             narrowed: Form | None = out
             while meets and narrowed is not None:
-                apart = self.negations([options[j] for j in sorted(meets)], out, at)
-                narrowed = self.branch([node, options[i], *apart], at, depth, warn=False)
+                narrowed = self.narrowed([node, options[i]], [options[j] for j in sorted(meets)], out, at, depth)
                 more = self.meeting(node, options, written, i, narrowed, meets) if narrowed is not None else set()
                 meets = meets | more if more else set()
             kept += [(i, narrowed)] if narrowed is not None else []
         return kept
 
-    def negations(self, options: list[Any], out: Form, at: str) -> list[Any]:
-        """Schemas that hold where none of `options` does: exact, or else among the closed objects
-        `out` writes (their keys known, so `additionalProperties: false` has a negation), held to them."""
-        try:
-            return [negate(option, self.follow) for option in options]
-        except Clash:
-            names = _closed_names(out)
-        try:
-            if names is None:
-                raise Clash("'not' of a schema with 'additionalProperties'")
+    def narrowed(self, parts: list[Any], others: list[Any], out: Form, at: str, depth: int) -> Form | None:
+        """`parts` where none of `others` holds. Where `out` writes closed objects only, first among
+        those objects (their keys known, `additionalProperties: false` has a negation, and the
+        negations stay small; the branch is held to those keys, as `out` was); where that leaves
+        nothing or cannot be done, by the exact negations."""
+        names = _closed_names(out)
+        if names is not None:
+            count = self.count
             within = {"type": "object", "propertyNames": {"enum": sorted(names)}}
-            return [within, *(negate(option, self.follow, names) for option in options)]
+            try:
+                kept = self.branch([*parts, within, *(negate(o, self.follow, names) for o in others)], at, depth)
+            except (Clash, Unsupported):
+                kept = None
+            if kept is not None:
+                return kept
+            self.count = count  # a way that led nowhere: its nodes do not count against the schema's size
+        try:
+            return self.branch([*parts, *(negate(other, self.follow) for other in others)], at, depth)
         except Clash as exc:
             raise self.refuse(at, f"A 'oneOf' branch that may match another's documents ({exc})") from None
 
