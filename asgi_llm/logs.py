@@ -39,16 +39,20 @@ _CURRENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("asgi_llm_
 OWN_LOGGERS = (
     "asgi_llm",
     "asgi_llm.auth",
+    "asgi_llm.background",
     "asgi_llm.endpoint",
     "asgi_llm.engine",
     "asgi_llm.inference",
     "asgi_llm.llama_cpp",
     "asgi_llm.pool",
+    "asgi_llm.reload",
+    "asgi_llm.shared",
     "asgi_llm.upstream",
     "asgi_llm.usage",
 )
-"""The loggers this package logs on. A filter on a logger sees only its own records (not its
-children's), so each gets one."""
+"""The loggers this package logs on, every one (tests/test_static/test_loggers.py reads the
+source for them). A filter on a logger sees only its own records (not its children's), so each
+gets one."""
 
 
 def current_request_id() -> str | None:
