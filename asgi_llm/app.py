@@ -273,7 +273,7 @@ class LLMApp:
             await self._page(scope, receive, send)
             return
         with serving_request(context.request_id):  # a refusal sent before the body was read: read on
-            await serve_lingering(self._app, scope, receive, send, self.settings.max_body_bytes)
+            await serve_lingering(self._app, scope, receive, send)
 
     async def _serve_routed(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.pool.started:

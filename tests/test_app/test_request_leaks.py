@@ -13,6 +13,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ from uvicorn.logging import AccessFormatter
 from asgi_llm import LLMApp, ModelConfig, ModelPool, Settings
 from asgi_llm.adapters.openai import OPENAI
 from asgi_llm.engines.fake import FakeEngine
+from asgi_llm.http import linger
 from asgi_llm.http.asgi import Message
 from asgi_llm.logs import JSONFormatter, RedactCredentials, redact_query
 
@@ -153,11 +156,17 @@ def fake_app(**settings: Any) -> LLMApp:
 
 
 async def upload(
-    app: LLMApp, size: int, chunk: int = 100, headers: tuple[tuple[bytes, bytes], ...] = ()
+    app: LLMApp,
+    size: int,
+    chunk: int = 100,
+    headers: tuple[tuple[bytes, bytes], ...] = (),
+    *,
+    sent: list[Message] | None = None,
 ) -> tuple[int, int]:
     """POST a body of `size` bytes declared by Content-Length, `chunk` bytes a message; the
-    status answered and the bytes the app read."""
-    sent: list[Message] = []
+    status answered and the bytes the app read. `sent` gets each message sent, with `read`:
+    the bytes read by then."""
+    sent = [] if sent is None else sent
     read = 0
 
     async def receive() -> Message:
@@ -169,7 +178,7 @@ async def upload(
         return {"type": "http.request", "body": b"x" * part, "more_body": read < size}
 
     async def send(message: Message) -> None:
-        sent.append(message)
+        sent.append({**message, "read": read})
 
     scope = {
         "type": "http",
@@ -197,14 +206,32 @@ async def test_a_401_reads_the_rest_of_the_body_too() -> None:
     assert await upload(keyed, 1500, headers=((b"authorization", b"Bearer wrong"),)) == (401, 1500)
 
 
-async def test_it_reads_no_more_than_twice_the_limit() -> None:
-    status, read = await upload(fake_app(), 100_000)
-    assert status == 413 and 2 * LIMIT <= read <= 2 * LIMIT + 100
+async def test_the_answer_goes_at_once_and_ends_once_the_body_is_read() -> None:
+    """A server may close as soon as a response ends (uvicorn does for `Connection: close`),
+    and an app can read nothing after it: so the end waits for the body, the bytes do not."""
+    sent: list[Message] = []
+    assert await upload(fake_app(), 100_000, sent=sent) == (413, 100_000)
+    start, answer, end = sent
+    assert (start["type"], start["read"], answer["read"], answer["more_body"]) == ("http.response.start", 0, 0, True)
+    assert json.loads(answer["body"])["error"]["code"] == "payload_too_large"
+    assert end == {"type": "http.response.body", "body": b"", "more_body": False, "read": 100_000}
+
+
+async def test_it_reads_for_no_more_than_the_linger_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(linger, "LINGER_SECONDS", 0.3)
+    sent: list[Message] = []
+    started = time.monotonic()
+    with anyio.fail_after(5):
+        status, read = await upload(fake_app(), 10**15, chunk=1000, sent=sent)  # a body that never ends
+    assert status == 413 and 0.3 <= time.monotonic() - started < 3 and read < 10**15
+    assert sent[-1]["more_body"] is False  # and the answer ends
 
 
 async def test_a_request_read_to_its_end_is_answered_and_done() -> None:
+    sent: list[Message] = []
     with anyio.fail_after(5):  # no read past the end of the body: that would wait for the next message
-        assert await upload(fake_app(), 50) == (400, 50)  # 50 x's: not JSON
+        assert await upload(fake_app(), 50, sent=sent) == (400, 50)  # 50 x's: not JSON
+    assert [m.get("more_body", False) for m in sent] == [False, False]  # nothing held back
 
 
 @contextlib.contextmanager
@@ -224,7 +251,7 @@ def uvicorn_serving(app: LLMApp) -> Iterator[str]:
         thread.join(30)
 
 
-@pytest.mark.parametrize("size", [LIMIT * 1024 + 10, 24 * 1024 * 1024], ids=["within-the-bound", "past-it"])
+@pytest.mark.parametrize("size", [LIMIT * 1024 + 10, 24 * 1024 * 1024], ids=["just-over", "24-times-over"])
 def test_httpx_and_requests_read_the_413_under_uvicorn_and_the_connection_serves_again(size: int) -> None:
     models = (ModelConfig(id="m", path="unused.gguf"),)
     settings = Settings(models=models, max_body_bytes=LIMIT * 1024, api_keys=({"name": "a", "key": "right"},))
@@ -242,3 +269,36 @@ def test_httpx_and_requests_read_the_413_under_uvicorn_and_the_connection_serves
             assert http.get("/health").status_code == 200  # the same connection, or a new one: never a reset
             again = session.post(f"{url}/chat/completions", data=body, headers=headers)
             assert again.status_code == status and again.json()["error"]["message"]
+
+
+def _urllib_post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    """The standard library's client, which sends `Connection: close`."""
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+@pytest.mark.parametrize("size", [8 * 1024 * 1024 + 1, 100_000_000], ids=["8MiB+1", "100MB"])
+def test_clients_that_close_read_the_refusal_under_uvicorn(size: int) -> None:
+    """uvicorn closes at once after a response to `Connection: close`: the answer ends only
+    once the body is read, so the connection closes with nothing unread and no reset."""
+    models = (ModelConfig(id="m", path="unused.gguf"),)
+    settings = Settings(models=models, api_keys=({"name": "a", "key": "right"},))  # max_body_bytes: 8 MiB
+    app = LLMApp(pool=ModelPool(settings, engine_factory=lambda c, t: FakeEngine(c, t)), adapters=(OPENAI,))
+    body = b"x" * size
+    keyed = {"authorization": "Bearer right", "content-type": "application/json"}
+    with uvicorn_serving(app) as url:
+        target = f"{url}/chat/completions"
+        status, answer = _urllib_post(target, body, keyed)
+        assert status == 413 and answer["error"]["code"] == "payload_too_large"
+        status, answer = _urllib_post(target, body, {"content-type": "application/json"})
+        assert status == 401 and answer["error"]["type"] == "authentication_error"
+        closing = {**keyed, "connection": "close"}
+        again = requests.post(target, data=body, headers=closing, timeout=30)
+        assert again.status_code == 413 and again.json()["error"]["code"] == "payload_too_large"
+        with httpx.Client(timeout=30) as http:
+            once_more = http.post(target, content=body, headers=closing)
+        assert once_more.status_code == 413 and once_more.json()["error"]["code"] == "payload_too_large"
