@@ -17,6 +17,7 @@ import anyio
 from ..config import ModelConfig
 from ..core import Engine, LLMError, ModelNotReady, Overloaded
 from ..engines.inference_thread import InferenceThread
+from ..tasks import spawn
 from .entry import ModelEntry
 from .residency import Residency, refuse_oversized_kv
 from .roster import Roster
@@ -190,7 +191,7 @@ class Lifecycle:
 
     def _begin_load(self, entry: ModelEntry, *, at_startup: bool) -> None:
         entry.state, entry.at_startup = "loading", at_startup
-        entry.loading = asyncio.get_running_loop().create_task(self._load(entry))
+        entry.loading = spawn(self._load(entry), name=f"load of {entry.config.id}", log=None)  # its waiters take it
 
     async def _load(self, entry: ModelEntry) -> LLMError | None:
         """Load it once the residency limits leave room; the refusal when they cannot (the entry
@@ -224,7 +225,8 @@ class Lifecycle:
             return
         loop = asyncio.get_running_loop()
         entry.expires_at = time.time() + entry.keep_alive
-        entry.expiry = loop.call_later(entry.keep_alive, lambda: loop.create_task(self._expire(entry)))
+        expire = f"keep-alive unload of {entry.config.id}"
+        entry.expiry = loop.call_later(entry.keep_alive, lambda: spawn(self._expire(entry), name=expire, log=log))
 
     async def _expire(self, entry: ModelEntry) -> None:
         if entry.active == 0 and entry.state == "ready":

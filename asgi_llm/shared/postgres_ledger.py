@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections import deque
 from dataclasses import fields
 from typing import Any
@@ -21,8 +22,11 @@ import psycopg
 from asgi_llm.middleware.ledger import DAY
 from asgi_llm.middleware.usage import UsageRecord
 
+from ..tasks import spawn
 from .guard import BackendDown
 from .postgres import PostgresDB
+
+log = logging.getLogger("asgi_llm.shared")
 
 __all__ = ["PostgresLedger"]
 
@@ -105,7 +109,7 @@ class PostgresLedger:
         except BackendDown:
             if self._retrying is None or self._retrying.done():
                 # outlives the request that starts it (ARCHITECTURE.md: tasks a task group would change)
-                self._retrying = asyncio.get_running_loop().create_task(self._retry())
+                self._retrying = spawn(self._retry(), name="usage ledger retry", log=log)
 
     async def _flush(self) -> None:
         """Writes the backlog, oldest first, each batch in one transaction."""

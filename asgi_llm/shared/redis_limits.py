@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import time
 import uuid
 from collections import deque
@@ -29,7 +30,10 @@ from asgi_llm.middleware.ledger import DAY
 from asgi_llm.middleware.limits import Admission, BudgetStore, Limiter
 from asgi_llm.middleware.quota import Quota, quota_headers, tightest
 
+from ..tasks import spawn
 from .guard import Guard
+
+log = logging.getLogger("asgi_llm.shared")
 
 __all__ = ["RedisBudgets", "RedisLimiter", "redis_client"]
 
@@ -229,7 +233,7 @@ class RedisLimiter:
         self._held[lease] = leases
         if self._renewer is None or self._renewer.done():
             # a task outliving the request that starts it, shared by every request (ARCHITECTURE.md)
-            self._renewer = asyncio.get_running_loop().create_task(self._renew())
+            self._renewer = spawn(self._renew(), name="redis lease renewal", log=log)
 
     async def _renew(self) -> None:
         """Every third of a lease, the leases this process holds are extended; once none are

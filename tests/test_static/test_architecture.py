@@ -35,9 +35,10 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "asgi_llm.config_sources": (),
     "asgi_llm.config_chains": (),
     "asgi_llm.logs": (),
+    "asgi_llm.tasks": (),
     "asgi_llm.middleware": ("asgi_llm.core", "asgi_llm.http", "asgi_llm.storage", "asgi_llm.middleware"),
     # Redis and PostgreSQL behind the layers' own protocols (the `Gate`, `BudgetStore`, `Verifier`, `StateStore`)
-    "asgi_llm.shared": ("asgi_llm.core", "asgi_llm.middleware", "asgi_llm.shared"),
+    "asgi_llm.shared": ("asgi_llm.core", "asgi_llm.middleware", "asgi_llm.shared", "asgi_llm.tasks"),
     "asgi_llm.middleware.tracing": ("asgi_llm.http", "asgi_llm.otel"),
     "asgi_llm.otel": (),
     "asgi_llm.otel_export": (),
@@ -70,6 +71,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.engines.decoding",
         "asgi_llm.engines.upstream",
         "asgi_llm.otel",
+        "asgi_llm.tasks",
     ),
     # the upstream engine's answers read without HTTP (only engine.py speaks HTTP)
     "asgi_llm.engines.upstream.reading": (
@@ -84,6 +86,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.engines.inference_thread",
         "asgi_llm.engines.memory_estimate",
         "asgi_llm.engines.llamacpp",
+        "asgi_llm.tasks",
     ),
     # the pool's parts, each on one concern; the package row is the composition (model_pool,
     # lifecycle, reload), the only part that makes engines
@@ -94,6 +97,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.engines.llamacpp",
         "asgi_llm.engines.upstream",
         "asgi_llm.pool",
+        "asgi_llm.tasks",
     ),
     "asgi_llm.pool.entry": ("asgi_llm.core", "asgi_llm.config"),
     "asgi_llm.pool.roster": ("asgi_llm.core", "asgi_llm.config", "asgi_llm.pool.entry"),

@@ -4,7 +4,7 @@ whatever the inference thread is doing, and has the model restart."""
 
 from __future__ import annotations
 
-import asyncio  # only for the watchdog's task, which runs from `start` to `stop`, past the call that starts it
+import asyncio
 import contextlib
 import logging
 import time
@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Iterator
 import anyio
 
 from ...core.errors import ModelNotReady
+from ...tasks import spawn
 from ..inference_thread import Channel
 from .jobs import Ticket
 
@@ -68,7 +69,7 @@ class Watchdog:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._watch())
+        self._task = spawn(self._watch(), name="inference watchdog", log=log)
 
     async def stop(self) -> None:
         if self._task is not None:

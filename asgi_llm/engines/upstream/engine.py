@@ -16,7 +16,7 @@ variable `api_key_env` at construction and never shown: not in errors, logs or `
 
 from __future__ import annotations
 
-import asyncio  # only for the health-check task, which runs from `load` to `close`, past the call that starts it
+import asyncio
 import contextlib
 import logging
 import os
@@ -35,6 +35,7 @@ from ...core.events import EmbeddingResult, EngineEvent
 from ...core.memory import MemoryEstimate
 from ...core.ranking import LoraAdapters, RerankKind, RerankRequest, RerankResult
 from ...core.requests import CompletionRequest, EmbeddingRequest, GenerationRequest
+from ...tasks import spawn
 from .discovery import discover, discover_settings, list_models
 from .errors import error_from_response, retryable, scrub
 from .prompt_size import PromptSizer
@@ -118,7 +119,7 @@ class UpstreamEngine:
         await self.replicas.check(self._probe, self.replicas.replicas)
         if not any(r.healthy for r in self.replicas.replicas):
             log.warning("model %s: no upstream replica answers yet", self.config.id)
-        self._watch = asyncio.get_running_loop().create_task(self.replicas.watch(self._probe))
+        self._watch = spawn(self.replicas.watch(self._probe), name=f"replica watch of {self.config.id}", log=log)
 
     async def close(self) -> None:
         if self._watch is not None:
