@@ -30,7 +30,7 @@ from asgi_llm.core import (
 
 from ..base import CountRoute, GenerateRoute, Meta, Parsed, Route, refuse_unrecognized, validate
 from ..json_output import json_schema, tool_parameters
-from .stream import MessageStream, fold_message
+from .stream import AutoCache, MessageStream, fold_message
 
 __all__ = [
     "ROUTES",
@@ -95,6 +95,11 @@ class WireMetadata(_Wire):
     user_id: str | None = None
 
 
+class WireCacheControl(_Wire):
+    type: Literal["ephemeral"]
+    ttl: Literal["5m", "1h"] | None = None
+
+
 class CountBody(_Wire):
     """What `count_tokens` reads; a message request adds the generation controls."""
 
@@ -106,6 +111,7 @@ class CountBody(_Wire):
     thinking: WireThinking | None = None
     output_config: WireOutputConfig | None = None
     output_format: WireOutputFormat | None = None  # the structured-outputs beta's spelling
+    cache_control: WireCacheControl | None = None  # automatic prompt caching: see `AutoCache`
 
 
 class MessagesBody(CountBody):
@@ -129,7 +135,7 @@ _ALLOWED = {"user": ("text", "tool_result"), "assistant": ("text", "tool_use", "
 _TOOL_CHOICES: dict[str, ToolChoice] = {"auto": "auto", "any": "required", "none": "none"}
 
 
-def parse(body: Any) -> Parsed[ChatRequest, None]:
+def parse(body: Any) -> Parsed[ChatRequest, AutoCache | None]:
     wire = validate(MessagesBody, body)
     sampling = SamplingParams(
         max_tokens=wire.max_tokens,
@@ -140,7 +146,7 @@ def parse(body: Any) -> Parsed[ChatRequest, None]:
     )
     user = wire.metadata.user_id if wire.metadata else None
     request = replace(_request(wire, sampling, user), prompt_size_first=bool(wire.stream))
-    return Parsed(request, None, stream=bool(wire.stream))
+    return Parsed(request, None if wire.cache_control is None else AutoCache(), stream=bool(wire.stream))
 
 
 def parse_count(body: Any) -> Parsed[ChatRequest, None]:
@@ -150,6 +156,8 @@ def parse_count(body: Any) -> Parsed[ChatRequest, None]:
 def _request(wire: CountBody, sampling: SamplingParams, user: str | None) -> ChatRequest:
     _refuse_unsupported(wire)
     refuse_unrecognized(wire, handled=_HANDLED)
+    if wire.cache_control is not None:
+        refuse_unrecognized(wire.cache_control, prefix="cache_control.")
     _check_thinking(wire.thinking, sampling.max_tokens)
     tools = tuple(_tool(tool, i) for i, tool in enumerate(wire.tools or ()))
     choice, parallel = _tool_choice(wire.tool_choice, tools)
@@ -296,8 +304,10 @@ def _result(block: Block, param: str) -> str:
 # -- rendering -------------------------------------------------------------------------------------------
 
 
-def render(parsed: Parsed[ChatRequest, None], meta: Meta, events: Sequence[GenerationEvent]) -> dict[str, Any]:
-    return fold_message(meta, events)
+def render(
+    parsed: Parsed[ChatRequest, AutoCache | None], meta: Meta, events: Sequence[GenerationEvent]
+) -> dict[str, Any]:
+    return fold_message(meta, events, parsed.options)
 
 
 def render_count(parsed: Parsed[ChatRequest, None], count: int) -> dict[str, int]:

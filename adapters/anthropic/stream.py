@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from asgi_llm.core import (
@@ -27,10 +28,18 @@ from asgi_llm.core import (
 from ..base import Meta, Parsed, Unrecorded
 from .common import render_error, sse, tag_error, tool_use_id
 
-__all__ = ["MessageStream", "fold_message"]
+__all__ = ["AutoCache", "MessageStream", "fold_message"]
 
 THINKING_SIGNATURE = "asgi-llm-unsigned"
 """Anthropic signs thinking blocks; we have nothing to sign with, and ignore signatures sent back."""
+
+
+@dataclass(frozen=True)
+class AutoCache:
+    """A request's top-level `cache_control` (automatic prompt caching: `{"type": "ephemeral"}`,
+    with a `ttl` of `5m` or `1h`). Nothing to switch on: every prompt stays in the prompt cache
+    here, for as long as room allows, whatever the ttl. What it changes is the usage: the
+    prompt's tokens the cache did not hold count as written to it."""
 
 
 class WireUsage(TypedDict):
@@ -53,12 +62,16 @@ _EMPTY_BLOCKS: dict[str, dict[str, Any]] = {
 _DELTA_FIELDS = {"text_delta": "text", "thinking_delta": "thinking", "signature_delta": "signature"}
 
 
-def _usage(usage: Usage) -> WireUsage:
-    """Anthropic counts cache reads apart: the three input counts sum to the prompt's tokens."""
+def _usage(usage: Usage, cache: AutoCache | None) -> WireUsage:
+    """Anthropic counts cache reads and writes apart: the three input counts sum to the prompt's
+    tokens. Reads are the engine's cached tokens; with `cache_control` (`AutoCache`) the rest
+    were written to the cache, as Anthropic counts a prompt cached up to its last block."""
+    uncached = usage.prompt_tokens - usage.cached_tokens
+    written = uncached if cache is not None else 0
     return {
-        "input_tokens": usage.prompt_tokens - usage.cached_tokens,
+        "input_tokens": uncached - written,
         "output_tokens": usage.completion_tokens,
-        "cache_creation_input_tokens": 0,
+        "cache_creation_input_tokens": written,
         "cache_read_input_tokens": usage.cached_tokens,
     }
 
@@ -71,7 +84,9 @@ def _stop(finish: Finish | None) -> StopInfo:
     return {"stop_reason": _STOP_REASONS[finish.reason], "stop_sequence": None}
 
 
-def _message(meta: Meta, content: list[dict[str, Any]], stop: StopInfo, usage: Usage) -> dict[str, Any]:
+def _message(
+    meta: Meta, content: list[dict[str, Any]], stop: StopInfo, usage: Usage, cache: AutoCache | None
+) -> dict[str, Any]:
     return {
         "id": f"msg_{meta.request_id}",
         "type": "message",
@@ -79,7 +94,7 @@ def _message(meta: Meta, content: list[dict[str, Any]], stop: StopInfo, usage: U
         "model": meta.model,
         "content": content,
         **stop,
-        "usage": _usage(usage),
+        "usage": _usage(usage, cache),
     }
 
 
@@ -101,7 +116,9 @@ class _Blocks:
         if isinstance(event, ReasoningDelta):
             return self._delta("thinking", {"type": "thinking_delta", "thinking": event.text}) if event.text else []
         if isinstance(event, ToolCallStart):
-            return self.close() + self._start({"type": "tool_use", "id": tool_use_id(event.id), "name": event.name, "input": {}})
+            return self.close() + self._start(
+                {"type": "tool_use", "id": tool_use_id(event.id), "name": event.name, "input": {}}
+            )
         if isinstance(event, ToolCallDelta):
             delta = {"type": "input_json_delta", "partial_json": event.arguments}
             return [{"type": "content_block_delta", "index": self._index, "delta": delta}] if event.arguments else []
@@ -158,12 +175,12 @@ def _json_object(raw: str) -> dict[str, Any]:
     return value
 
 
-def fold_message(meta: Meta, events: Sequence[GenerationEvent]) -> dict[str, Any]:
+def fold_message(meta: Meta, events: Sequence[GenerationEvent], cache: AutoCache | None = None) -> dict[str, Any]:
     """The non-stream reply: the stream's block events, assembled as a client would."""
     blocks = _Blocks()
     ops = [op for event in events for op in blocks.feed(event)] + blocks.close()
     finish = blocks.finish
-    return _message(meta, _fold(ops), _stop(finish), finish.usage if finish else Usage(0, 0))
+    return _message(meta, _fold(ops), _stop(finish), finish.usage if finish else Usage(0, 0), cache)
 
 
 class MessageStream(Unrecorded):
@@ -176,19 +193,21 @@ class MessageStream(Unrecorded):
 
     media_type = "text/event-stream"
 
-    def __init__(self, parsed: Parsed[ChatRequest, None], meta: Meta) -> None:
+    def __init__(self, parsed: Parsed[ChatRequest, AutoCache | None], meta: Meta) -> None:
         self._meta = meta
+        self._cache = parsed.options
         self._blocks = _Blocks()
 
     def open(self) -> bytes:
         prompt = self._meta.prompt or Usage(0, 0)
-        message = _message(self._meta, [], {"stop_reason": None, "stop_sequence": None}, prompt)
+        message = _message(self._meta, [], {"stop_reason": None, "stop_sequence": None}, prompt, self._cache)
         return sse({"type": "message_start", "message": message}) + sse({"type": "ping"})
 
     def event(self, event: GenerationEvent) -> bytes:
         ops = self._blocks.feed(event)
         if isinstance(event, Finish):
-            ops.append({"type": "message_delta", "delta": _stop(event), "usage": _usage(event.usage)})
+            usage = _usage(event.usage, self._cache)
+            ops.append({"type": "message_delta", "delta": _stop(event), "usage": usage})
         return b"".join(sse(op) for op in ops)
 
     def close(self) -> bytes:

@@ -115,6 +115,13 @@ INVALID = [
         id="thinking-budget-not-below-max-tokens",
     ),
     pytest.param(body(thinking={"type": "sometimes"}), "thinking.type", id="thinking-type"),
+    pytest.param(body(cache_control="ephemeral"), "cache_control", id="cache-control-str"),
+    pytest.param(body(cache_control={"ttl": "5m"}), "cache_control.type", id="cache-control-type-missing"),
+    pytest.param(body(cache_control={"type": "persistent"}), "cache_control.type", id="cache-control-type"),
+    pytest.param(body(cache_control={"type": "ephemeral", "ttl": "2h"}), "cache_control.ttl", id="cache-control-ttl"),
+    pytest.param(
+        body(cache_control={"type": "ephemeral", "scope": "global"}), "cache_control.scope", id="cache-control-unknown"
+    ),
 ]
 
 UNSUPPORTED = [
@@ -182,6 +189,30 @@ def test_count_tokens_needs_no_max_tokens_and_never_streams() -> None:
     with pytest.raises(InvalidRequest) as caught:
         anthropic_messages.parse_count({"model": "m", "messages": [{"role": "user", "content": [{"type": "text"}]}]})
     assert caught.value.param == "messages[0].content[0].text"
+
+
+@pytest.mark.parametrize(
+    "cache_control", [{"type": "ephemeral"}, {"type": "ephemeral", "ttl": "5m"}, {"ttl": "1h", "type": "ephemeral"}]
+)
+def test_top_level_cache_control_asks_for_automatic_caching(cache_control: dict[str, Any]) -> None:
+    assert anthropic_messages.parse(body(cache_control=cache_control)).options == anthropic_stream.AutoCache()
+    assert anthropic_messages.parse(body(cache_control=None)).options is None
+    assert anthropic_messages.parse(body()).options is None
+    anthropic_messages.parse_count({"model": "m", "messages": USER, "cache_control": cache_control})  # counted alike
+    with pytest.raises(InvalidRequest) as caught:
+        anthropic_messages.parse_count({"model": "m", "messages": USER, "cache_control": {"type": "lasting"}})
+    assert caught.value.param == "cache_control.type"
+
+
+@pytest.mark.parametrize(("cache", "expected"), [(None, (8, 0, 4)), (anthropic_stream.AutoCache(), (0, 8, 4))])
+def test_cache_writes_are_counted_only_where_caching_was_asked(
+    cache: anthropic_stream.AutoCache | None, expected: tuple[int, int, int]
+) -> None:
+    """Input, cache writes and cache reads sum to the prompt's tokens either way."""
+    meta = Meta(request_id="test", created=1700000000, model="m")
+    finish = Finish("stop", Usage(prompt_tokens=12, completion_tokens=3, cached_tokens=4))
+    usage = anthropic_stream.fold_message(meta, [finish], cache)["usage"]
+    assert (usage["input_tokens"], usage["cache_creation_input_tokens"], usage["cache_read_input_tokens"]) == expected
 
 
 def test_a_turn_of_tool_results_only_has_no_user_message() -> None:

@@ -199,6 +199,7 @@ TABLES = {
             "tool_choice": Honoured({"type": "any"}, needs={"tools": [{"name": "f", "input_schema": {"type": "object"}}]}),
             "output_format": Honoured({"type": "json_schema", "schema": SCHEMA}),
             "output_config": Honoured({"format": {"type": "json_schema", "schema": SCHEMA}}),
+            "cache_control": Honoured({"type": "ephemeral"}),
         },
     ),
     "ollama-chat": Table(

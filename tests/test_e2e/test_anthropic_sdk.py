@@ -115,6 +115,38 @@ def test_count_tokens(claude: anthropic.Anthropic) -> None:
     assert reply.usage.input_tokens + (reply.usage.cache_read_input_tokens or 0) == first.input_tokens
 
 
+def test_automatic_prompt_caching_counts_the_cache_writes_and_reads(claude: anthropic.Anthropic) -> None:
+    """Top-level `cache_control`: what the cache did not hold was written to it, and the next
+    turn reads the prefix this one left; with input tokens, the two sum to the prompt's size."""
+    system = "You answer questions about the weather in one short sentence, and nothing more. " * 6
+    later: list[MessageParam] = [*HI, {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Again."}]
+    first_size = claude.messages.count_tokens(model=MODEL, system=system, messages=HI).input_tokens
+    later_size = claude.messages.count_tokens(model=MODEL, system=system, messages=later).input_tokens
+    first = claude.messages.create(
+        model=MODEL, max_tokens=2, system=system, messages=HI, extra_body=GREEDY, cache_control={"type": "ephemeral"}
+    ).usage
+    assert first.input_tokens == 0 and (first.cache_creation_input_tokens or 0) > 0
+    assert (first.cache_creation_input_tokens or 0) + (first.cache_read_input_tokens or 0) == first_size
+    with claude.messages.stream(
+        model=MODEL,
+        max_tokens=2,
+        system=system,
+        messages=later,
+        extra_body=GREEDY,
+        cache_control={"type": "ephemeral", "ttl": "1h"},
+    ) as stream:
+        opened = next(iter(stream)).message.usage  # type: ignore[union-attr]  # message_start
+        second = stream.get_final_message().usage
+    for usage in (opened, second):
+        assert usage.input_tokens == 0 and (usage.cache_read_input_tokens or 0) >= first_size // 2  # the system prompt
+        assert (usage.cache_creation_input_tokens or 0) + (usage.cache_read_input_tokens or 0) == later_size
+    plain = claude.messages.create(model=MODEL, max_tokens=2, system=system, messages=later, extra_body=GREEDY).usage
+    assert plain.cache_creation_input_tokens == 0  # no caching asked: nothing said to be written
+    assert plain.input_tokens + (plain.cache_read_input_tokens or 0) == later_size
+    with pytest.raises(anthropic.BadRequestError, match="cache_control.type"):
+        claude.messages.create(model=MODEL, max_tokens=2, messages=HI, cache_control={"type": "forever"})  # type: ignore[typeddict-item]
+
+
 def test_models(claude: anthropic.Anthropic, server) -> None:
     models = list(claude.models.list())
     assert all(isinstance(m, ModelInfo) and m.type == "model" for m in models)
