@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -24,7 +25,7 @@ from typing import Any
 import anyio
 
 from .adapters.base import DetachedEncoder, GenerateRoute, Meta, Parsed, StateStore, Streamed
-from .core import InternalError, InvalidRequest, LLMError, PromptRead, Queued, Unavailable
+from .core import InternalError, InvalidRequest, LLMError, PromptRead, Queued, SharedStateStore, Unavailable
 from .core.policy import KeyInfo
 from .http.asgi import Send, send_json, start_stream
 from .http.context import Meter, RequestContext
@@ -66,8 +67,8 @@ class _Run:
 
 
 def _process() -> str:
-    """This process, as a run records it: its pid and start time (a pid alone may be reused)."""
-    return f"{os.getpid()}:{_stat(os.getpid())[1]}"
+    """This process, as a run records it: its machine, pid and start time (a pid alone may be reused)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_stat(os.getpid())[1]}"
 
 
 def _stat(pid: int) -> tuple[str, str]:
@@ -81,8 +82,14 @@ def _stat(pid: int) -> tuple[str, str]:
 
 
 def _alive(process: str) -> bool:
-    """Whether the process a run names still runs: not gone, not a zombie, not a reused pid."""
-    pid, _, started = process.partition(":")
+    """Whether the process a run names still runs: not gone, not a zombie, not a reused pid. One
+    on another machine (a shared PostgreSQL store) is taken to run: this one cannot see it."""
+    rest = process
+    if process.count(":") == 2:  # machine:pid:start (a run recorded before machines were named has none)
+        host, _, rest = process.partition(":")
+        if host != socket.gethostname():
+            return True
+    pid, _, started = rest.partition(":")
     try:
         os.kill(int(pid), 0)
     except (OSError, ValueError):
@@ -97,8 +104,8 @@ class BackgroundRuns:
     def __init__(self, store: StateStore) -> None:
         self._store = store
         self._runs: dict[tuple[str | None, str], _Run] = {}
-        self.persistent = bool(getattr(store, "persistent", False))
-        """Only a store that outlives the process may hold background runs (SQLite)."""
+        self._shared = store if isinstance(store, SharedStateStore) else None
+        """Only a store that outlives the process, shared by every process, may hold background runs."""
 
     def owned_by(self, key: KeyInfo | None, store: StateStore) -> OwnedRuns:
         """The runs `key` may see and stop (its own; without auth, all), `store` being its view."""
@@ -107,11 +114,10 @@ class BackgroundRuns:
     async def recover(self) -> int:
         """Fails every unfinished run whose process is gone (this one included: it has just
         started); the number failed."""
-        scan = getattr(self._store, "scan", None)
-        if not self.persistent or scan is None:
+        if self._shared is None:
             return 0
         ours, failed = _process(), 0
-        for key, run in await scan(RUN_SUFFIX):
+        for key, run in await self._shared.scan(RUN_SUFFIX):
             process = str(run.get("process", ""))
             if run.get("done") or (process != ours and _alive(process)):
                 continue
@@ -140,8 +146,10 @@ class BackgroundRuns:
         """Answers at once, then generates until the end or a cancel; never stopped by the client."""
         if route.detached is None or context.in_process is not None:
             raise InvalidRequest("Only a Responses request over HTTP can run in the background.", param="background")
-        if not self.persistent:
-            message = "'background' needs a persistent state store: set state_store = \"sqlite\"."
+        if self._shared is None:
+            message = (
+                "'background' needs a state store that outlives the process: state_store = \"sqlite\", or a state_url."
+            )
             raise InvalidRequest(message, param="background")
         owner, notes = None if context.key is None else context.key.name, context.trace
         model = pool.resolve(parsed.request.model) or parsed.request.model

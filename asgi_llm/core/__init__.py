@@ -65,7 +65,7 @@ from .requests import (
     ToolChoice,
     ToolSpec,
 )
-from .store import StateStore
+from .store import SharedStateStore, StateStore
 from .templates import TemplateInUse, template_in_use
 
 __all__ = [
@@ -116,6 +116,7 @@ __all__ = [
     "Role",
     "RouteNotFound",
     "SamplingParams",
+    "SharedStateStore",
     "StateStore",
     "TemplateInUse",
     "TemplateRequest",

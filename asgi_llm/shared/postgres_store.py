@@ -15,12 +15,15 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from ..core import SharedStateStore
 from .postgres import PostgresDB
 
 __all__ = ["PostgresStore"]
 
 
-class PostgresStore:
+class PostgresStore(SharedStateStore):
+    """Every process of every machine on the database shares it: background Responses may be kept here."""
+
     def __init__(
         self,
         db: PostgresDB,
@@ -71,3 +74,12 @@ class PostgresStore:
             return cursor.rowcount > 0
 
         return await self.db.run(remove)
+
+    async def scan(self, suffix: str) -> list[tuple[str, dict[str, Any]]]:
+        pattern = "%" + suffix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+        async def read(db: psycopg.AsyncConnection[Any]) -> list[tuple[str, dict[str, Any]]]:
+            cursor = await db.execute("SELECT key, value FROM asgi_llm_state WHERE key LIKE %s", (pattern,))
+            return [(str(key), dict(value)) for key, value in await cursor.fetchall()]
+
+        return await self.db.run(read)

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..core import StateStore
+from ..core import SharedStateStore, StateStore
 from .sqlite import SQLiteFile
 
 __all__ = ["MemoryStore", "OwnedStore", "SQLiteStore", "owned_by"]
@@ -23,7 +23,9 @@ T = TypeVar("T")
 
 
 class MemoryStore:
-    def __init__(self, *, max_items: int = 1000, max_age_seconds: float = 30 * 86400, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, *, max_items: int = 1000, max_age_seconds: float = 30 * 86400, clock: Callable[[], float] = time.time
+    ) -> None:
         self._items: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
         self._max_items = max_items
         self._max_age = max_age_seconds
@@ -49,20 +51,27 @@ class MemoryStore:
         return self._items.pop(key, None) is not None
 
 
-class SQLiteStore:
-    """Blocking sqlite3 calls run off the event loop (they never touch a model)."""
+class SQLiteStore(SharedStateStore):
+    """Blocking sqlite3 calls run off the event loop (they never touch a model). It outlives the
+    process, and the workers of one machine share it: background Responses may be kept here."""
 
-    persistent = True
-    """It outlives the process: background Responses may be kept here."""
-
-    def __init__(self, path: str, *, max_items: int = 10000, max_age_seconds: float = 30 * 86400, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        max_items: int = 10000,
+        max_age_seconds: float = 30 * 86400,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._path = path
         self._max_items = max_items
         self._max_age = max_age_seconds
         self._clock = clock
         self._file = SQLiteFile(path)
         with self._file.connect() as db:
-            db.execute("CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
+            )
             db.execute("CREATE INDEX IF NOT EXISTS state_created ON state (created)")
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:

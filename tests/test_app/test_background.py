@@ -4,6 +4,7 @@ field; and the store's sweep of a dead server's runs (the live flow: test_backgr
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import httpx
@@ -34,7 +35,7 @@ async def test_background_needs_a_persistent_store() -> None:
     reply = await _post(_app(), "/responses", BODY)
     assert reply.status_code == 400
     error = reply.json()["error"]
-    assert error["param"] == "background" and "state_store" in error["message"]
+    assert error["param"] == "background" and "state_store" in error["message"] and "state_url" in error["message"]
 
 
 async def test_a_response_not_run_in_the_background_is_neither_streamed_again_nor_cancelled(tmp_path: Path) -> None:
@@ -58,11 +59,21 @@ async def test_a_response_not_run_in_the_background_is_neither_streamed_again_no
 
 async def test_the_sweep_fails_the_runs_of_a_gone_server_and_leaves_a_live_ones(tmp_path: Path) -> None:
     store = SQLiteStore(str(tmp_path / "s.sqlite3"))
-    for key, process in (("resp_gone", "999999999:1"), ("resp_live", f"{os.getppid()}:{_start(os.getppid())}")):
+    here = socket.gethostname()
+    runs = (
+        ("resp_gone", f"{here}:999999999:1"),
+        ("resp_old", "999999998:1"),  # recorded before runs named their machine
+        ("resp_live", f"{here}:{os.getppid()}:{_start(os.getppid())}"),
+        ("resp_elsewhere", "another-machine:1:1"),
+    )
+    for key, process in runs:
         await store.put(key, {"response": {"id": key, "status": "in_progress", "background": True}, "input_items": []})
         await store.put(key + RUN_SUFFIX, {"process": process, "done": False})
-    assert await BackgroundRuns(store).recover() == 1
+    assert await BackgroundRuns(store).recover() == 2
     gone, live = await store.get("resp_gone"), await store.get("resp_live")
+    old, elsewhere = await store.get("resp_old"), await store.get("resp_elsewhere")
+    assert old is not None and old["response"]["status"] == "failed"
+    assert elsewhere is not None and elsewhere["response"]["status"] == "in_progress"  # not this machine's to judge
     assert (
         gone is not None
         and gone["response"]["status"] == "failed"

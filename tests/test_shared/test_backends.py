@@ -6,15 +6,17 @@ PostgreSQL is down and written once it is back, the Responses store's bounds, an
 from __future__ import annotations
 
 import logging
+import socket
 import time
 import uuid
 
 import anyio
 import pytest
 
+from asgi_llm.background import RUN_SUFFIX, BackgroundRuns
 from asgi_llm.cli import main, per_process_state
 from asgi_llm.config import Settings
-from asgi_llm.core import RateLimited, Unavailable
+from asgi_llm.core import RateLimited, SharedStateStore, Unavailable
 from asgi_llm.core.policy import Limits
 from asgi_llm.middleware.limits import MemoryBudgets
 from asgi_llm.middleware.usage import UsageRecord
@@ -141,6 +143,31 @@ async def test_the_responses_store_keeps_the_newest_within_its_bounds(postgres_s
     now[0] += 61
     assert await store.get(ids[2]) is None  # too old
     assert await store.delete(ids[2]) and not await store.delete(ids[2])
+    await db.aclose()
+
+
+async def test_the_responses_store_holds_background_runs_and_sweeps_those_of_a_gone_server(
+    postgres_server: PostgresServer,
+) -> None:
+    db = PostgresDB(postgres_server.url, Guard("database", timeout=1.0, fail_open=False))
+    store = PostgresStore(db)
+    assert isinstance(store, SharedStateStore)
+    tag = uuid.uuid4().hex[:8]
+    gone, elsewhere, near = f"resp_gone_{tag}", f"resp_elsewhere_{tag}", f"resp_{tag}{RUN_SUFFIX}x"
+    for key, process in ((gone, f"{socket.gethostname()}:999999999:1"), (elsewhere, "another-machine:1:1")):
+        await store.put(key, {"response": {"id": key, "status": "in_progress", "background": True}, "input_items": []})
+        await store.put(key + RUN_SUFFIX, {"process": process, "done": False})
+    await store.put(near, {"process": "x:1:1", "done": False})  # '#run' inside its key, not at its end
+    scanned = dict(await store.scan(RUN_SUFFIX))
+    assert {gone + RUN_SUFFIX, elsewhere + RUN_SUFFIX} <= scanned.keys() and near not in scanned
+    assert all(key.endswith(RUN_SUFFIX) for key in scanned)
+    assert await BackgroundRuns(store).recover() >= 1
+    failed, running = await store.get(gone), await store.get(elsewhere)
+    assert failed is not None and failed["response"]["status"] == "failed"
+    assert running is not None and running["response"]["status"] == "in_progress"  # its machine is not this one
+    assert await store.get(gone + RUN_SUFFIX) == {"process": f"{socket.gethostname()}:999999999:1", "done": True}
+    for key in (gone, gone + RUN_SUFFIX, elsewhere, elsewhere + RUN_SUFFIX, near):  # the table is shared
+        await store.delete(key)
     await db.aclose()
 
 

@@ -1,5 +1,6 @@
 """`asgi-llm serve --workers 2` with shared backends: uvicorn's worker processes each build the
-app from the same command line, and one key's limit holds across them."""
+app from the same command line, one key's limit holds across them, and a background Response
+made through one worker is read through any (PostgreSQL holds it)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def test_two_workers_hold_one_limit(redis_server: RedisServer, postgres_server: 
     config = tmp_path / "workers.toml"
     config.write_text(
         f'limits_url = "{redis_server.url}"\nstate_url = "{postgres_server.url}"\nweb_ui = false\n'
-        'api_keys = [{name = "workers", key = "sk-workers", limits = {requests_per_minute = 4}}]\n'
+        'api_keys = [{name = "workers", key = "sk-workers", limits = {requests_per_minute = 4}},\n'
+        '  {name = "later", key = "sk-later"}]\n'
         '[[models]]\naliases = ["default"]\nn_ctx = 512\nn_threads = 1\nparallel = 1\n',
         encoding="utf-8",
     )
@@ -53,10 +55,38 @@ def test_two_workers_hold_one_limit(redis_server: RedisServer, postgres_server: 
             with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
                 statuses.append(client.get("/v1/models", headers={"x-api-key": "sk-workers"}).status_code)
         assert sorted(statuses) == [200] * 4 + [429] * 6
+        _a_background_response_is_read_through_every_worker(port)
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(timeout=60)
     assert process.returncode == 0 and "Traceback" not in log.read_text(), log.read_text()
+
+
+def _a_background_response_is_read_through_every_worker(port: int) -> None:
+    base, headers = f"http://127.0.0.1:{port}/v1", {"authorization": "Bearer sk-later"}
+    body = {"model": "default", "input": "Say hi.", "background": True, "max_output_tokens": 8}
+    with httpx.Client(base_url=base, timeout=30, headers=headers) as client:
+        queued = client.post("/responses", json=body)
+    assert queued.status_code == 200, queued.text
+    made = queued.json()
+    assert made["status"] == "queued" and made["background"] is True
+    seen: list[str] = []
+    deadline = time.monotonic() + 60
+    while not seen or seen[-1] in ("queued", "in_progress"):
+        assert time.monotonic() < deadline, seen
+        with httpx.Client(base_url=base, timeout=30, headers=headers) as client:  # a new connection: any worker
+            read = client.get(f"/responses/{made['id']}")
+        assert read.status_code == 200, read.text
+        seen.append(read.json()["status"])
+        time.sleep(0.1)
+    assert seen[-1] in ("completed", "incomplete") and set(seen) <= {
+        "queued",
+        "in_progress",
+        seen[-1],
+    }  # 8 tokens may cut it
+    with httpx.Client(base_url=base, timeout=30, headers=headers) as client:
+        done = client.get(f"/responses/{made['id']}").json()
+    assert done["output"] and done["usage"]["output_tokens"] > 0
 
 
 def _healthy(port: int) -> bool:
