@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
@@ -89,6 +89,9 @@ class ModelConfig(BaseModel):
     use_mmap: bool = True
     use_mlock: bool = False
     embeddings: bool = Field(default=False, description="Also serve embeddings (loads an embedding context).")
+    embedding_dimensions: tuple[Annotated[int, Field(ge=1)], ...] = Field(
+        default=(), description="Sizes a Matryoshka model's embeddings shorten to (`dimensions`); needs `embeddings`."
+    )
     pooling: Literal["mean", "cls", "last"] = "mean"
     rerank: bool = Field(default=False, description="A reranker GGUF: /rerank uses its classifier (rank pooling).")
     lora: LoraAdapters = Field(default=(), description="LoRA adapters loaded with it: `[{id, path, scale}]`.")
@@ -165,9 +168,11 @@ class ModelConfig(BaseModel):
         return tuple(u.strip() for u in value.split(",") if u.strip()) if isinstance(value, str) else value
 
     @model_validator(mode="after")
-    def _upstream_is_reachable(self) -> ModelConfig:
+    def _consistent(self) -> ModelConfig:
         if self.backend == "upstream" and not self.upstream_urls:
             raise ValueError(f"model {self.id!r}: backend 'upstream' needs a base_url")
+        if self.embedding_dimensions and not self.embeddings:
+            raise ValueError(f"model {self.id!r}: embedding_dimensions needs embeddings = true")
         return self
 
     @property

@@ -53,6 +53,7 @@ from .core import (
     Usage,
 )
 from .core.catalog import ModelCard
+from .core.embedding_sizes import embedding_size, shortened
 from .core.policy import KeyInfo
 from .fallback import Fallbacks, with_fallback_header
 from .http.asgi import Receive, Scope, Send, send_json, send_text, start_stream
@@ -189,7 +190,10 @@ class Endpoint:
             _check_context(parsed, engine, model_id)
             if not engine.supports_embeddings:
                 raise Unsupported(f"The model '{model_id}' does not serve embeddings.", param="model")
+            listed = next((m.embedding_dimensions for m in self._pool.settings.models if m.id == model_id), ())
+            size = embedding_size(parsed.request, listed, model_id)  # core/embedding_sizes.py
             result = await _until_disconnect(receive, lambda: engine.embed(parsed.request))
+            result = result if size is None else shortened(result, size, model_id)
             meter.usage(Usage(prompt_tokens=result.prompt_tokens, completion_tokens=0))
         if call is not None:
             call.model = model_id

@@ -19,7 +19,7 @@ class EmbedBody(Wire):
     model: Annotated[str, Field(min_length=1)]
     input: str | list[str] = []  # noqa: RUF012 (a pydantic field: each body gets its own copy)
     truncate: bool = True  # Ollama's default: cut inputs longer than the model embeds at once
-    dimensions: int | None = None
+    dimensions: Annotated[int, Field(ge=0)] | None = None  # 0: none, as Ollama reads its zero value
     options: WireOptions | None = None
     keep_alive: float | str | None = None
 
@@ -34,8 +34,6 @@ class EmbeddingsBody(Wire):
 def parse_embed(body: Any) -> Parsed[EmbeddingRequest, None]:
     """An empty `input` is Ollama's way to load the model: it answers with no embeddings."""
     wire = validate(EmbedBody, body)
-    if wire.dimensions is not None:
-        raise Unsupported("'dimensions' is not supported; this model has a fixed size.", param="dimensions")
     refuse_unrecognized(wire)
     given = wire.options.model_dump(exclude_none=True) if wire.options is not None else {}
     given.pop("num_ctx", None)
@@ -49,7 +47,10 @@ def parse_embed(body: Any) -> Parsed[EmbeddingRequest, None]:
         for i, text in enumerate(inputs):
             if not text:
                 raise InvalidRequest("An input string is empty.", param=f"input[{i}]")
-    request = EmbeddingRequest(model=model_name(wire.model), inputs=inputs, truncate=wire.truncate)
+    dimensions = wire.dimensions or None
+    request = EmbeddingRequest(
+        model=model_name(wire.model), inputs=inputs, truncate=wire.truncate, dimensions=dimensions
+    )
     need = context_need(wire.options)
     return Parsed(request, None, keep_alive=keep_alive_seconds(wire.keep_alive), needs_context=need)
 

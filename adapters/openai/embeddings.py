@@ -1,4 +1,5 @@
-"""OpenAI Embeddings: `POST /embeddings` (the openai SDK asks for base64 by default)."""
+"""OpenAI Embeddings: `POST /embeddings` (the openai SDK asks for base64 by default); `dimensions`
+shortens the vectors where the model lists the size (core/embedding_sizes.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Annotated, Any, Literal, cast
 
 from pydantic import Field
 
-from asgi_llm.core import EmbeddingRequest, EmbeddingResult, InvalidRequest, Unsupported
+from asgi_llm.core import EmbeddingRequest, EmbeddingResult, InvalidRequest
 
 from ..base import EmbedRoute, Meta, Parsed, refuse_unrecognized, validate
 from .common import Wire
@@ -31,8 +32,6 @@ class EmbeddingBody(Wire):
 
 def parse(body: Any) -> Parsed[EmbeddingRequest, Encoding]:
     wire = validate(EmbeddingBody, body)
-    if wire.dimensions is not None:
-        raise Unsupported("'dimensions' is not supported; this model has a fixed size.", param="dimensions")
     refuse_unrecognized(wire)
     raw = wire.input
     inputs: tuple[str | tuple[int, ...], ...]
@@ -47,7 +46,8 @@ def parse(body: Any) -> Parsed[EmbeddingRequest, Encoding]:
     for i, item in enumerate(inputs):
         if isinstance(item, str) and not item:
             raise InvalidRequest("An input string is empty.", param=f"input[{i}]")
-    return Parsed(EmbeddingRequest(model=wire.model, inputs=inputs, user=wire.user), wire.encoding_format)
+    request = EmbeddingRequest(model=wire.model, inputs=inputs, user=wire.user, dimensions=wire.dimensions)
+    return Parsed(request, wire.encoding_format)
 
 
 def _encode(vector: tuple[float, ...], encoding: Encoding) -> list[float] | str:

@@ -13,8 +13,16 @@ __all__ = ["ROUTES", "get_model", "list_models"]
 
 
 def _card(card: ModelCard) -> dict[str, Any]:
-    """OpenAI's fields, and `rerank`: how `/rerank` ranks with the model (`rank`, `judge`, or null)."""
-    return {"id": card.id, "object": "model", "created": card.created, "owned_by": card.owned_by, "rerank": card.rerank}
+    """OpenAI's fields, `rerank`: how `/rerank` ranks with the model (`rank`, `judge`, or null),
+    and where the model lists them, `embedding_dimensions`: the sizes embeddings' `dimensions` takes."""
+    fields = {
+        "id": card.id,
+        "object": "model",
+        "created": card.created,
+        "owned_by": card.owned_by,
+        "rerank": card.rerank,
+    }
+    return fields | ({"embedding_dimensions": list(card.embedding_dimensions)} if card.embedding_dimensions else {})
 
 
 def list_models(catalog: Sequence[ModelCard], params: Mapping[str, str]) -> Reply:

@@ -36,6 +36,7 @@ class ModelCard:
     state: ModelState
     context_length: int
     embeddings: bool
+    embedding_dimensions: tuple[int, ...] = ()  # the sizes its embeddings shorten to (`dimensions`)
     expires_at: float | None = None  # when an idle model will unload (Unix time), if it will
     size: int = 0  # bytes of the model file
     memory: int = 0  # bytes it holds while loaded (what llama.cpp allocated, else the estimate)

@@ -156,12 +156,14 @@ class CompletionRequest:
 
 @dataclass(frozen=True)
 class EmbeddingRequest:
-    """`truncate` cuts inputs longer than the model embeds at once; otherwise they are a 400."""
+    """`truncate` cuts inputs longer than the model embeds at once; otherwise they are a 400.
+    `dimensions` asks for shorter vectors, of a size the model lists (`embedding_sizes.py`)."""
 
     model: str
     inputs: tuple[str | TokenIds, ...]
     user: str | None = None
     truncate: bool = False
+    dimensions: int | None = None
 
 
 GenerationRequest = ChatRequest | CompletionRequest

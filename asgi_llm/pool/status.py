@@ -70,6 +70,7 @@ class Status:
                 state=s.reported_state,
                 context_length=s.engine.context_length if s.engine is not None else s.config.n_ctx,
                 embeddings=s.config.embeddings,
+                embedding_dimensions=s.config.embedding_dimensions,
                 expires_at=s.expires_at,
                 size=file_size(s.config),
                 memory=memory.total,

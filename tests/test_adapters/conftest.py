@@ -152,7 +152,14 @@ def _events(raw: Sequence[dict[str, Any]]) -> list[core.GenerationEvent]:
 def _catalog(adapter: str) -> list[core.ModelCard]:
     raw = _load(GOLDEN / adapter, "catalog.json")
     return [
-        core.ModelCard(**{**card, "aliases": tuple(card["aliases"]), "facts": core.ModelFacts(**card.get("facts", {}))})
+        core.ModelCard(
+            **{
+                **card,
+                "aliases": tuple(card["aliases"]),
+                "embedding_dimensions": tuple(card.get("embedding_dimensions", ())),
+                "facts": core.ModelFacts(**card.get("facts", {})),
+            }
+        )
         for card in raw
     ]
 

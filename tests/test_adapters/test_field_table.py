@@ -117,7 +117,7 @@ TABLES = {
             "input": Honoured(["a", "b"]),
             "encoding_format": Honoured("base64"),
             "user": Honoured("u-1"),
-            "dimensions": Refused(8),
+            "dimensions": Honoured(8),
         },
     ),
     "openai-tokenize": Table(
@@ -251,7 +251,7 @@ TABLES = {
             "truncate": Honoured(False),
             "keep_alive": Honoured("5m"),
             "options": Refused({"temperature": 0.1}),  # num_ctx alone is honoured, as in chat
-            "dimensions": Refused(8),
+            "dimensions": Honoured(8),
         },
     ),
     "ollama-options": Table(

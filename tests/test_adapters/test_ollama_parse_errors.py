@@ -54,8 +54,12 @@ INVALID = [
         "messages[0].tool_calls[0].function.arguments",
         id="chat-tool-arguments-as-text",
     ),
-    pytest.param(CHAT, chat(tools=[{"type": "retrieval", "function": {"name": "f"}}]), "tools[0].type", id="chat-tool-type"),
-    pytest.param(CHAT, chat(tools=[{"type": "function", "function": {}}]), "tools[0].function.name", id="chat-tool-no-name"),
+    pytest.param(
+        CHAT, chat(tools=[{"type": "retrieval", "function": {"name": "f"}}]), "tools[0].type", id="chat-tool-type"
+    ),
+    pytest.param(
+        CHAT, chat(tools=[{"type": "function", "function": {}}]), "tools[0].function.name", id="chat-tool-no-name"
+    ),
     pytest.param(CHAT, chat(stream="yes"), "stream", id="chat-stream-str"),
     pytest.param(CHAT, chat(options="fast"), "options", id="chat-options-str"),
     pytest.param(CHAT, chat(options={"temperature": "hot"}), "options.temperature", id="chat-temperature-str"),
@@ -78,6 +82,7 @@ INVALID = [
     pytest.param(EMBED, embed(input=5), "input", id="embed-input-int"),
     pytest.param(EMBED, embed(input=["a", ""]), "input[1]", id="embed-empty-second"),
     pytest.param(EMBED, embed(truncate="no"), "truncate", id="embed-truncate-str"),
+    pytest.param(EMBED, embed(dimensions=-1), "dimensions", id="embed-dimensions-negative"),
     pytest.param(ollama_embed.parse_embeddings, {"model": "m", "prompt": 5}, "prompt", id="embeddings-prompt-int"),
     pytest.param(_show, {"model": 5}, "model", id="show-model-int"),
     pytest.param(_show, {}, "model", id="show-missing-model"),
@@ -85,13 +90,15 @@ INVALID = [
 
 UNSUPPORTED = [
     pytest.param(
-        CHAT, chat(messages=[{"role": "user", "content": "what?", "images": ["iVBORw0KGgo="]}]), "messages[0].images", id="chat-images"
+        CHAT,
+        chat(messages=[{"role": "user", "content": "what?", "images": ["iVBORw0KGgo="]}]),
+        "messages[0].images",
+        id="chat-images",
     ),
     pytest.param(GENERATE, generate(images=["iVBORw0KGgo="]), "images", id="generate-images"),
     pytest.param(GENERATE, generate(suffix="return x"), "suffix", id="generate-suffix"),
     pytest.param(GENERATE, generate(template="{{ .Prompt }}"), "template", id="generate-template"),
     pytest.param(GENERATE, generate(context=[1, 2, 3]), "context", id="generate-context"),
-    pytest.param(EMBED, embed(dimensions=64), "dimensions", id="embed-dimensions"),
 ]
 
 
@@ -144,8 +151,19 @@ def test_unlimited_predictions_and_random_seed() -> None:
 
 @pytest.mark.parametrize(
     ("value", "seconds"),
-    [(None, None), (300.0, 300.0), ("5m", 300.0), ("1h30m", 5400.0), ("-1", -1.0), (-1.0, -1.0), ("0", 0.0),
-     ("300ms", 0.3), ("2.5s", 2.5), ("-1m", -60.0), ("45", 45.0)],
+    [
+        (None, None),
+        (300.0, 300.0),
+        ("5m", 300.0),
+        ("1h30m", 5400.0),
+        ("-1", -1.0),
+        (-1.0, -1.0),
+        ("0", 0.0),
+        ("300ms", 0.3),
+        ("2.5s", 2.5),
+        ("-1m", -60.0),
+        ("45", 45.0),
+    ],
 )
 def test_keep_alive_durations(value: float | str | None, seconds: float | None) -> None:
     result = keep_alive_seconds(value)

@@ -74,6 +74,8 @@ INVALID = [
     pytest.param(openai_embeddings, embedding(input=""), "input[0]", id="embeddings-empty-string"),
     pytest.param(openai_embeddings, embedding(input=["a", ""]), "input[1]", id="embeddings-empty-second"),
     pytest.param(openai_embeddings, embedding(encoding_format="int8"), "encoding_format", id="embeddings-format"),
+    pytest.param(openai_embeddings, embedding(dimensions=0), "dimensions", id="embeddings-dimensions-zero"),
+    pytest.param(openai_embeddings, embedding(dimensions="256"), "dimensions", id="embeddings-dimensions-str"),
     pytest.param(openai_embeddings, {"input": "x"}, "model", id="embeddings-missing-model"),
 ]
 
@@ -93,7 +95,6 @@ UNSUPPORTED = [
     pytest.param(openai_chat, chat(modalities=["text", "audio"]), "modalities", id="chat-audio-out"),
     pytest.param(openai_completions, completion(suffix="end"), "suffix", id="completions-suffix"),
     pytest.param(openai_completions, completion(n=1, best_of=3), "best_of", id="completions-best-of"),
-    pytest.param(openai_embeddings, embedding(dimensions=256), "dimensions", id="embeddings-dimensions"),
 ]
 
 
@@ -144,9 +145,15 @@ def test_harmless_options_are_accepted(fields: dict[str, Any]) -> None:
 
 
 def test_chat_tools_reach_the_core() -> None:
-    tools = [{"type": "function", "function": {"name": "get_weather", "description": "d", "parameters": {"type": "object"}}}]
+    tools = [
+        {"type": "function", "function": {"name": "get_weather", "description": "d", "parameters": {"type": "object"}}}
+    ]
     parsed = openai_chat.parse(
-        chat(tools=tools, tool_choice={"type": "function", "function": {"name": "get_weather"}}, parallel_tool_calls=False)
+        chat(
+            tools=tools,
+            tool_choice={"type": "function", "function": {"name": "get_weather"}},
+            parallel_tool_calls=False,
+        )
     )
     request = parsed.request
     assert [t.name for t in request.tools] == ["get_weather"]
