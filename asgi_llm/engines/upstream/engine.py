@@ -39,7 +39,7 @@ from ...tasks import spawn
 from .discovery import discover, discover_settings, list_models
 from .errors import error_from_response, retryable, scrub
 from .prompt_size import PromptSizer
-from .reading import ENDED, chunks, decoded, embeddings, next_chunk, prepend
+from .reading import ENDED, chunks, decoded, embeddings, next_chunk, prepend, sse_lines
 from .replicas import Replica, ReplicaSet
 from .stream import translator_for, usage_of
 from .tracing import upstream_call
@@ -223,7 +223,8 @@ class UpstreamEngine:
                     raise await self._refusal(response, path)
                 translator = translator_for(request, prompt)
                 done = False
-                async with contextlib.aclosing(chunks(response.aiter_lines(), secrets=self._secrets())) as read:
+                lines = sse_lines(response.aiter_text())  # not aiter_lines: see sse_lines
+                async with contextlib.aclosing(chunks(lines, secrets=self._secrets())) as read:
                     while not (done or translator.cut):  # cut: past a stop sequence, the rest is not wanted
                         chunk = await next_chunk(read, idle_timeout=self.config.idle_timeout if started else None)
                         done = chunk is None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import types
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
@@ -19,10 +20,29 @@ from ...core.events import Embedding, EmbeddingResult, EngineEvent
 from .errors import error_from_body
 from .stream import SSEDecoder, usage_of
 
-__all__ = ["ENDED", "chunks", "decoded", "embeddings", "next_chunk", "prepend"]
+__all__ = ["ENDED", "chunks", "decoded", "embeddings", "next_chunk", "prepend", "sse_lines"]
 
 ENDED: Mapping[str, Any] = types.MappingProxyType({})
 """The upstream closed its stream without `[DONE]`."""
+
+
+_LINE_END = re.compile("\r\n|\r|\n")
+
+
+async def sse_lines(text: AsyncIterator[str]) -> AsyncGenerator[str, None]:
+    """The lines of an SSE body, ended where SSE ends them (CRLF, LF or CR) and nowhere else.
+    httpx's `aiter_lines` ends one at every break `str.splitlines()` knows, U+0085 and U+2028
+    among them, which an upstream may write raw inside a JSON string (llama-server and vLLM do)."""
+    rest = ""
+    async for text_piece in text:
+        rest += text_piece
+        held = rest.endswith("\r")  # perhaps half of a CRLF: ended once the next piece shows
+        *lines, rest = _LINE_END.split(rest[:-1] if held else rest)
+        for line in lines:
+            yield line
+        rest += "\r" if held else ""
+    if rest:
+        yield rest.removesuffix("\r")
 
 
 async def chunks(lines: AsyncIterator[str], *, secrets: list[str]) -> AsyncGenerator[Mapping[str, Any] | None, None]:
