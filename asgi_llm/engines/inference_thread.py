@@ -18,7 +18,7 @@ import logging
 import queue
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
@@ -75,10 +75,10 @@ class Channel(Generic[T]):
     def __init__(self, loop: asyncio.AbstractEventLoop, outbox: _Outbox | None = None) -> None:
         self._loop = loop
         self._outbox = outbox
-        self._items: deque[object] = deque()
+        self._items: deque[T] = deque()
         self._waiter: asyncio.Future[None] | None = None
 
-    def send(self, item: object) -> bool:
+    def send(self, item: T) -> bool:
         """Called on the inference thread (from `InferenceThread.channel`'s: delivered at the end
         of its turn); False when the receiving loop is gone."""
         if self._loop.is_closed():
@@ -91,12 +91,12 @@ class Channel(Generic[T]):
             return False
         return True
 
-    def fail(self, error: BaseException) -> None:
+    def fail(self, error: T) -> None:
         """End the receiver with `error` now; called on the receiving loop (the watchdog), so it
         needs nothing of the inference thread."""
         self._push(error)
 
-    def _push(self, item: object) -> None:
+    def _push(self, item: T) -> None:
         self._items.append(item)
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
@@ -115,19 +115,9 @@ class Channel(Generic[T]):
             finally:
                 self._waiter = None
 
-    async def receive(self) -> object:
+    async def receive(self) -> T:
         await self.ready()
         return self._items.popleft()
-
-    async def until(self, end: object) -> AsyncIterator[T]:
-        """Received items up to `end`; an exception sent as an item is raised here."""
-        while True:
-            item = await self.receive()
-            if item is end:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item  # type: ignore[misc]
 
 
 class Stepper(Protocol):

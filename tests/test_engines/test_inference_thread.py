@@ -10,8 +10,9 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
-from asgi_llm.core import ModelNotReady
+from asgi_llm.core import Finish, ModelNotReady, TextDelta, Usage
 from asgi_llm.engines.inference_thread import IDLE_WAIT, Channel, InferenceThread
+from asgi_llm.engines.llamacpp.jobs import END, Delivery, delivered
 
 pytestmark = pytest.mark.anyio
 
@@ -69,15 +70,15 @@ async def test_calls_queued_behind_a_stop_fail_with_model_not_ready() -> None:
             await late
 
 
-async def test_a_channel_hands_items_across_and_raises_a_sent_exception() -> None:
-    END = object()
+async def test_a_channel_hands_a_tickets_deliveries_across_and_raises_a_sent_exception() -> None:
     async with running() as thread:
-        channel: Channel[int] = Channel(asyncio.get_running_loop())
-        await thread.call(lambda: [channel.send(i) for i in (1, 2, 3)] and channel.send(END))
-        assert [item async for item in channel.until(END)] == [1, 2, 3]
+        channel: Channel[Delivery] = Channel(asyncio.get_running_loop())
+        events = [TextDelta("a"), TextDelta("b"), Finish("stop", Usage(1, 2))]
+        await thread.call(lambda: [channel.send(e) for e in events] and channel.send(END))
+        assert [event async for event in delivered(channel.receive)] == events
         await thread.call(lambda: channel.send(KeyError("gone")))
         with pytest.raises(KeyError):
-            await anext(aiter(channel.until(END)))
+            await anext(aiter(delivered(channel.receive)))
 
 
 class CountingStepper:

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ...core.errors import InternalError
+from ...core.events import EngineEvent
 from .cache_reading import CacheReader
 from .jobs import END, Backend, BatchToken, Gate, Job
 from .prompt_cache import PromptCache, common_prefix
@@ -340,7 +341,7 @@ def _closed(job: Job) -> None:
         log.error("a choice failed to close: %r", exc)
 
 
-def _send(job: Job, events: Iterable[object]) -> None:
+def _send(job: Job, events: Iterable[EngineEvent]) -> None:
     for event in events:
         if not job.ticket.cancelled and not job.ticket.send(event):
             job.ticket.cancelled = True

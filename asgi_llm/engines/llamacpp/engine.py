@@ -24,7 +24,7 @@ from ..decoding.constraints import Constraint, compiles, constraint_for
 from ..inference_thread import Channel, InferenceThread
 from ..memory_estimate import MemoryEstimate
 from .choice import Tally
-from .jobs import END, Ticket
+from .jobs import Delivery, Ticket, delivered
 from .lora import AdapterDefaults
 from .native import backend_info
 from .prompt_bound import at_least
@@ -165,14 +165,14 @@ class LlamaCppEngine:
         runtime = self._serving()
         if self.rerank_kind == "rank":
             return await self._thread.call(lambda: runtime.reranker.rank(request))
-        channel: Channel[object] = self._thread.channel(asyncio.get_running_loop())
+        channel: Channel[Delivery] = self._thread.channel(asyncio.get_running_loop())
         ticket = Ticket(channel.send, choices=0)
         with self._requests.holding(ticket, channel):
             verdicts, waits = await self._thread.call(lambda: runtime.reranker.judge(request, ticket))
             if waits:
                 async for _ in waiting(channel, ticket, timeout=self.config.queue_timeout, model=self.config.id):
                     pass
-            async for _ in channel.until(END):
+            async for _ in delivered(channel.receive):
                 pass
         scores = tuple(v.score if v.score is not None else 0.0 for v in verdicts)
         return RerankResult(scores, sum(v.prompt_tokens for v in verdicts))
@@ -202,14 +202,14 @@ class LlamaCppEngine:
         runtime.check(request)
         constraint = await self._constraint(request)
         runtime = self._serving()  # still: the compile may have taken seconds
-        channel: Channel[object] = self._thread.channel(asyncio.get_running_loop())
+        channel: Channel[Delivery] = self._thread.channel(asyncio.get_running_loop())
         ticket = Ticket(channel.send, choices=0)
         with self._requests.holding(ticket, channel):
             if await self._thread.call(lambda: runtime.submit(request, ticket, constraint)):
                 async for beat in waiting(channel, ticket, timeout=self.config.queue_timeout, model=self.config.id):
                     yield beat
-            async for item in channel.until(END):
-                yield item  # type: ignore[misc]
+            async for event in delivered(channel.receive):
+                yield event
 
     async def _constraint(self, request: GenerationRequest) -> Constraint:
         """What holds `request`'s decoding, its schemas compiled on a worker thread (or found in

@@ -7,7 +7,7 @@ choices (tests/test_engines/test_batching.py, test_scheduler_states.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -16,9 +16,32 @@ from ...core.events import EngineEvent, GenerationEvent
 if TYPE_CHECKING:
     from .batching import Slot
 
-__all__ = ["END", "Backend", "BatchToken", "Choice", "Gate", "Job", "Ticket", "Turn"]
+__all__ = ["END", "Backend", "BatchToken", "Choice", "Delivery", "Ended", "Gate", "Job", "Ticket", "Turn", "delivered"]
 
-END = object()  # sent to a ticket when all of its choices have finished
+
+class Ended:
+    """What a ticket is sent once all of its choices have finished (`END`, the one there is)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "END"
+
+
+END = Ended()
+Delivery = EngineEvent | BaseException | Ended
+"""What a ticket is sent: its events, an error that ends it, or the end."""
+
+
+async def delivered(receive: Callable[[], Awaitable[Delivery]]) -> AsyncIterator[EngineEvent]:
+    """A ticket's events as `receive` gets them, up to its end; an error it was sent is raised here."""
+    while True:
+        item = await receive()
+        if isinstance(item, Ended):
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item
 
 
 class BatchToken(NamedTuple):
@@ -82,7 +105,7 @@ class Ticket:
     """One request: where its events go (`send` is False once nobody listens), and whether its
     client is still there (set from the event loop, read here every step)."""
 
-    def __init__(self, send: Callable[[object], bool], choices: int) -> None:
+    def __init__(self, send: Callable[[Delivery], bool], choices: int) -> None:
         self.send = send
         self.cancelled = False
         self.open = choices

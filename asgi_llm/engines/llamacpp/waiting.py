@@ -9,7 +9,7 @@ import anyio
 from ...core.errors import Overloaded
 from ...core.events import Queued
 from ..inference_thread import Channel
-from .jobs import Ticket
+from .jobs import Delivery, Ticket
 
 __all__ = ["waiting"]
 
@@ -18,7 +18,7 @@ POLL = 0.25  # seconds between looks at whether it got its sequence
 
 
 async def waiting(
-    channel: Channel[object], ticket: Ticket, *, timeout: float, model: str
+    channel: Channel[Delivery], ticket: Ticket, *, timeout: float, model: str
 ) -> AsyncGenerator[Queued, None]:
     """While the request waits for a free sequence: `Queued` at once and every `BEAT` seconds,
     so a stream can send headers and keep-alives. Past `timeout`, a 503 (the caller marks the

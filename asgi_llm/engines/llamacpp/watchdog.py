@@ -15,7 +15,7 @@ import anyio
 from ...core.errors import ModelNotReady
 from ...tasks import spawn
 from ..inference_thread import Channel
-from .jobs import Ticket
+from .jobs import Delivery, Ticket
 
 __all__ = ["OpenRequests", "Watchdog"]
 
@@ -26,14 +26,14 @@ class OpenRequests:
     """Requests submitted and not finished, each with the channel its events come through."""
 
     def __init__(self) -> None:
-        self._open: dict[Ticket, Channel[object]] = {}
+        self._open: dict[Ticket, Channel[Delivery]] = {}
         self.busy_since = 0.0  # when the requests open now began to be open, without a pause
 
     def __len__(self) -> int:
         return len(self._open)
 
     @contextlib.contextmanager
-    def holding(self, ticket: Ticket, channel: Channel[object]) -> Iterator[None]:
+    def holding(self, ticket: Ticket, channel: Channel[Delivery]) -> Iterator[None]:
         if not self._open:
             self.busy_since = time.monotonic()
         self._open[ticket] = channel
