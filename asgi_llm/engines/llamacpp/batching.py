@@ -31,7 +31,20 @@ from .cache_reading import CacheReader
 from .jobs import END, Backend, BatchToken, Gate, Job
 from .prompt_cache import PromptCache, common_prefix
 
-__all__ = ["END", "Scheduler", "Slot"]
+__all__ = ["END", "Scheduler", "SchedulerView", "Slot"]
+
+
+@dataclass(frozen=True)
+class SchedulerView:
+    """The scheduler as the event loop sees it, taken at once: requests `running` (a choice in a
+    sequence), sequences `free` of `slots`, jobs ended by `faults`, and when a job last `moved`."""
+
+    running: int
+    free: int
+    slots: int
+    faults: int
+    moved: float
+
 
 log = logging.getLogger("asgi_llm.engine")
 
@@ -64,10 +77,13 @@ class Scheduler:
         self._queue: deque[Job] = deque()
         self._active: list[Job] = []
         self._clock = 0
-        self.running = 0  # requests with a choice in a slot (read from the event loop: a snapshot)
-        self.faults = 0  # jobs ended by a fault on their behalf (read by metrics)
+        self.running = 0  # requests with a choice in a slot
+        self.faults = 0  # jobs ended by a fault on their behalf
         self.broken = False  # an invariant failed after a fault: the model must restart
-        self.moved = time.monotonic()  # when a job last moved (read by the stall watchdog)
+        self.moved = time.monotonic()  # when a job last moved
+        self.view = SchedulerView(0, slots, slots, 0, self.moved)
+        """What the event loop reads of it (metrics, the queue bound, the stall watchdog): one
+        snapshot, replaced whole by the inference thread after each step."""
 
     @property
     def active(self) -> bool:
@@ -93,6 +109,11 @@ class Scheduler:
             log.error("a scheduler step failed: %r", exc, exc_info=exc)
             self.broken = True
             return True
+        finally:
+            self._publish()
+
+    def _publish(self) -> None:
+        self.view = SchedulerView(self.running, self.free_slots, len(self.slots), self.faults, self.moved)
 
     def _step(self) -> bool:
         self._clock += 1
@@ -123,6 +144,7 @@ class Scheduler:
             slot.job = None
             slot.tokens = []
         self.running = 0
+        self._publish()
 
     def violations(self) -> list[str]:
         """The scheduler's invariants that do not hold (none, always, unless a bug let one go)."""

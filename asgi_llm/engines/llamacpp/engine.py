@@ -85,7 +85,7 @@ class LlamaCppEngine:
     @property
     def waiting(self) -> int:
         """Requests waiting for a free sequence (read by metrics and the queue bound)."""
-        running = self.runtime.scheduler.running if self.runtime is not None else 0
+        running = self.runtime.scheduler.view.running if self.runtime is not None else 0
         return max(len(self._requests) - running, 0)
 
     def health(self) -> EngineHealth:
@@ -93,7 +93,7 @@ class LlamaCppEngine:
         stalled, stalls = (watchdog.stalled, watchdog.stalls) if watchdog is not None else (None, 0)
         if runtime is None:
             return EngineHealth(stalled=stalled, stalls=stalls)
-        faults = runtime.faults + runtime.scheduler.faults
+        faults = runtime.faults + runtime.scheduler.view.faults
         return EngineHealth(stalled=stalled or runtime.failed, faults=faults, stalls=stalls, restarts=runtime.restarts)
 
     def describe(self) -> dict[str, Any]:
@@ -109,7 +109,7 @@ class LlamaCppEngine:
             "threads_now": governed.threads
             if (governed := runtime.decoder.threads) is not None
             else self.config.threads,
-            "sequences": {"busy": len(runtime.scheduler.slots) - (free := runtime.scheduler.free_slots), "free": free},
+            "sequences": {"busy": (view := runtime.scheduler.view).slots - view.free, "free": view.free},
             **({"memory": runtime.memory.as_dict()} if runtime.memory is not None else {}),
         }
 
@@ -129,7 +129,7 @@ class LlamaCppEngine:
             await self._thread.call(lambda: runtime.restart(why))
 
         def moved() -> float:
-            return runtime.scheduler.moved
+            return runtime.scheduler.view.moved
 
         self._watchdog = Watchdog(self.config.id, self.config.stall_seconds, self._requests, moved, restart)
         self._watchdog.start()
@@ -197,7 +197,7 @@ class LlamaCppEngine:
     async def _generate(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
         runtime = self._serving()
         runtime.prompts.refuse_surely_too_long(request)
-        if self.waiting + 1 > self.config.max_queue + runtime.scheduler.free_slots:  # a snapshot: free ones go first
+        if self.waiting + 1 > self.config.max_queue + runtime.scheduler.view.free:  # free ones go first
             raise Overloaded("Too many requests are waiting for this model; retry shortly.")
         runtime.check(request)
         constraint = await self._constraint(request)
