@@ -113,11 +113,17 @@ class BackgroundRuns:
 
     async def recover(self) -> int:
         """Fails every unfinished run whose process is gone (this one included: it has just
-        started); the number failed."""
+        started); the number failed. A store that cannot be reached is not swept (the next start
+        sweeps it), and does not stop the start."""
         if self._shared is None:
             return 0
+        try:
+            runs = await self._shared.scan(RUN_SUFFIX)
+        except LLMError as unreachable:  # the store is away (a 503 for the requests that need it): no sweep now
+            log.warning("background responses were not swept at startup: %s", unreachable.message)
+            return 0
         ours, failed = _process(), 0
-        for key, run in await self._shared.scan(RUN_SUFFIX):
+        for key, run in runs:
             process = str(run.get("process", ""))
             if run.get("done") or (process != ours and _alive(process)):
                 continue
