@@ -456,3 +456,17 @@ def test_what_is_left_out_is_said_in_the_log(caplog: pytest.LogCaptureFixture) -
     assert isinstance(out.root, Closed) and list(out.root.declared) == ["k"]
     said = [r.getMessage() for r in caplog.records if r.name == "asgi_llm.engine"]
     assert any("/properties/n" in m and "left out" in m for m in said), said
+
+
+def test_the_string_automata_one_schema_needs_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each negation a pattern meets makes another automaton; past the bound the schema is refused by name."""
+    from asgi_llm.core import Unsupported
+    from asgi_llm.engines.decoding import rewrite
+
+    monkeypatch.setattr(rewrite, "_MAX_AUTOMATA", 3)
+    patterns = {f"p{i}": {"type": "string", "pattern": f"^{chr(97 + i)}+$"} for i in range(3)}
+    enforceable({"type": "object", "properties": patterns}, "s")  # three automata: within the bound
+    more = {**patterns, "p3": {"type": "string", "pattern": "^d+$"}}
+    with pytest.raises(Unsupported, match="more than 3 string automata") as refused:
+        enforceable({"type": "object", "properties": more}, "s")
+    assert "/properties/p3" in refused.value.message

@@ -32,6 +32,7 @@ from .merge import Clash, NoValue, merge
 from .negation import conditional, negate
 from .objects import DEPENDENCIES, dependencies, rewrite_object
 from .oneof import separated
+from .pattern import PatternError
 from .scalars import NUMBER_KEYWORDS, rewrite_number, rewrite_string
 from .strings import string_dfa
 from .walk import Schema, Unsatisfiable
@@ -55,7 +56,9 @@ _STRUCTURE = frozenset({"type", "enum", "const", "$ref", "$defs", "definitions",
 _STRUCTURE |= {"not", "if", "then", "else", "x-except", "x-antipatterns", "x-cases", *DEPENDENCIES}
 _KNOWN = _STRUCTURE | _UNENFORCEABLE | frozenset().union(*_BY_TYPE.values())
 _MAX_DEPTH = 64
-_MAX_NODES = 20_000
+_MAX_NODES = 20_000  # schema nodes one rewrite writes
+_MAX_WORK = 3 * _MAX_NODES  # schema nodes it walks, ways that led nowhere included
+_MAX_AUTOMATA = 2000  # distinct string automata it builds (each negation a pattern meets makes more)
 
 
 def literal_safe(value: Any) -> bool:
@@ -81,9 +84,12 @@ class _Rewrite:
         self.done: dict[str, Form] = {}  # references rewritten already
         self.automata: dict[Text, Dfa | None] = {}  # string automata built already, by their content
         self.count = 0
+        self.work = 0
 
     def automaton(self, text: Text) -> Dfa | None:
         if text not in self.automata:
+            if len(self.automata) >= _MAX_AUTOMATA:
+                raise PatternError(f"the schema needs more than {_MAX_AUTOMATA} string automata")
             self.automata[text] = string_dfa(text)
         return self.automata[text]
 
@@ -101,7 +107,8 @@ class _Rewrite:
         if schema is False:
             raise self.no_value(where, "a `false` schema")
         self.count += 1
-        if depth > _MAX_DEPTH or self.count > _MAX_NODES:
+        self.work += 1
+        if depth > _MAX_DEPTH or self.count > _MAX_NODES or self.work > _MAX_WORK:
             raise self.refuse(where, "A schema this deep or this large")
         node = {k: v for k, v in schema.items() if k in _KNOWN}
         for key in sorted(_UNENFORCEABLE & node.keys()):
