@@ -8,10 +8,11 @@ from typing import Any
 
 from ..core import EngineHealth, ModelCard, TemplateInUse, template_in_use
 from .entry import ModelEntry, file_size
+from .report import ModelReport
 from .residency import Residency
 from .roster import Roster
 
-__all__ = ["Status"]
+__all__ = ["ModelReport", "Status"]
 
 
 class Status:
@@ -26,7 +27,7 @@ class Status:
         """200 when every startup model is ready; 503 while one loads, after one failed, or while a
         loaded one is stalled (its work made no progress: a fresh request could not be served)."""
         entries, limited = self._models.entries, self._residency.limited
-        models = [self._model_health(entry, limited) for entry in entries]
+        models = [report.health_row(limited) for report in self.reports()]
         pending = [e for e in entries if e.config.load == "startup" and e.state == "loading" and e.at_startup]
         failed = any(e.state == "failed" for e in entries)
         stalled = any(e.reported_state == "stalled" for e in entries)
@@ -39,26 +40,11 @@ class Status:
 
     def residency(self) -> list[dict[str, Any]]:
         """Every model's state, estimated and (loaded) actual memory, pin and last use: the operators' model list."""
+        return [report.operator_row() for report in self.reports()]
+
+    def reports(self) -> list[ModelReport]:
         now, wall = time.monotonic(), time.time()
-        return [
-            {
-                "id": s.config.id,
-                "aliases": list(s.config.aliases),
-                "state": s.reported_state,
-                **({"progress": s.progress} if s.state == "loading" else {}),
-                **({"error": error} if (error := s.reported_error) else {}),
-                "backend": "upstream" if s.config.is_upstream else "local",
-                "pinned": s.pinned,
-                "estimated_memory": None if s.config.is_upstream else s.cost.as_dict(),
-                "actual_memory": measured.as_dict() if (measured := s.measured) is not None else None,
-                "requests_in_flight": s.active,
-                "last_used": round(wall - (now - s.last_used), 3) if s.last_used else None,
-                "expires_at": s.expires_at,
-                **_activity(s),
-                "chat_template": _described(_template(s)),
-            }
-            for s in self._models.entries
-        ]
+        return [_report(entry, now, wall) for entry in self._models.entries]
 
     def catalog(self) -> list[ModelCard]:
         return [
@@ -91,21 +77,6 @@ class Status:
         engine = self._models.loaded(name)
         return engine.waiting if engine is not None else 0
 
-    @staticmethod
-    def _model_health(entry: ModelEntry, limited: bool) -> dict[str, Any]:
-        health: dict[str, Any] = {"id": entry.config.id, "state": entry.reported_state}
-        if entry.state == "loading":
-            health["progress"] = entry.progress
-        if limited and not entry.config.is_upstream:
-            health["estimated_memory"] = entry.cost.as_dict()
-            health["pinned"] = entry.pinned
-        if error := entry.reported_error:
-            health["error"] = error
-        backend = entry.engine.describe() if entry.engine is not None else {}
-        if backend:
-            health["backend"] = dict(backend)
-        return health
-
 
 def _template(entry: ModelEntry) -> TemplateInUse | None:
     """The chat template serving a local model, once its file's header is read (or the config names one)."""
@@ -121,13 +92,27 @@ def _described(template: TemplateInUse | None) -> dict[str, Any] | None:
     return {"origin": template.origin, "name": template.name, "fallback": template.fallback, "ends_at": template.end}
 
 
-def _activity(entry: ModelEntry) -> dict[str, Any]:
-    """What a loaded model is doing, for the operator's view: requests queued for it, the faults
-    and stalls it survived since it loaded, and its engine's own figures (sequences, prompt
-    cache, memory; an upstream's replicas)."""
+def _report(entry: ModelEntry, now: float, wall: float) -> ModelReport:
     engine = entry.engine
-    if engine is None:
-        return {"queued": 0, "health": None, "backend": {}}
-    health = engine.health()
-    survived = {"faults": health.faults, "stalls": health.stalls, "restarts": health.restarts}
-    return {"queued": engine.waiting, "health": survived, "backend": dict(engine.describe())}
+    health = engine.health() if engine is not None else None
+    upstream = entry.config.is_upstream
+    return ModelReport(
+        id=entry.config.id,
+        aliases=tuple(entry.config.aliases),
+        state=entry.reported_state,
+        kind="upstream" if upstream else "local",
+        progress=entry.progress if entry.state == "loading" else None,
+        error=entry.reported_error or None,
+        pinned=entry.pinned,
+        estimated_memory=None if upstream else entry.cost.as_dict(),
+        actual_memory=measured.as_dict() if (measured := entry.measured) is not None else None,
+        requests_in_flight=entry.active,
+        queued=engine.waiting if engine is not None else 0,
+        last_used=round(wall - (now - entry.last_used), 3) if entry.last_used else None,
+        expires_at=entry.expires_at,
+        survived=None
+        if health is None
+        else {"faults": health.faults, "stalls": health.stalls, "restarts": health.restarts},
+        backend=engine.describe() if engine is not None else {},
+        chat_template=_described(_template(entry)),
+    )

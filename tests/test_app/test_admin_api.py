@@ -49,6 +49,10 @@ async def test_an_operator_loads_lists_and_unloads() -> None:
         listing = (await http.get("/admin/models")).json()["data"]
         assert listing[0]["state"] == "ready" and listing[0]["last_used"] is not None
         assert listing[1]["pinned"] is True and listing[0]["estimated_memory"]["total"] > 0
+        assert [m["kind"] for m in listing] == ["local", "local"]  # where each runs; not overwritten by `backend`
+        assert listing[0]["backend"] == {} and listing[1]["backend"] == {}  # the fake engine describes nothing
+        health = (await http.get("/health")).json()["models"]
+        assert [set(m) for m in health] == [{"id", "state", "estimated_memory", "pinned"}] * 2
         await http.post("/models/load", json={"model": "b"})  # max 1: a (idle) unloads
         assert states(await http.get("/admin/models")) == {"a": "unloaded", "b": "ready"}
         refused = await http.post("/models/load", json={"model": "a"})  # b is pinned
