@@ -20,6 +20,8 @@ from .automata import Dfa
 
 __all__ = [
     "ANY",
+    "ARRAYS",
+    "OBJECTS",
     "Choice",
     "Closed",
     "Containing",
@@ -217,6 +219,10 @@ Form = (
 )
 
 ANY: Form = Choice(tuple(Plain(k) for k in ("object", "array", "string", "number", "boolean", "null")))
+OBJECTS = (Closed, FreeKeys, KeyKinds)
+"""The forms of objects (and `Plain("object")`)."""
+ARRAYS = (Items, Tuple, Containing, CountedHits, Unique)
+"""The forms of arrays (and `Plain("array")`)."""
 
 
 @dataclass(frozen=True)

@@ -15,22 +15,7 @@ from typing import Any
 from .automata import intersect, with_length
 from .checks import validator
 from .extended import as_json_schema
-from .forms import (
-    Choice,
-    Closed,
-    Containing,
-    CountedHits,
-    Form,
-    FreeKeys,
-    Items,
-    KeyKinds,
-    Number,
-    Plain,
-    Text,
-    Tuple,
-    Unique,
-    Values,
-)
+from .forms import ARRAYS, OBJECTS, Choice, Closed, Form, Number, Plain, Text, Values
 from .merge import types_of
 from .pattern import PatternError
 
@@ -84,9 +69,6 @@ def _strings_meet(a: Text, b: Text) -> bool:
         return True
 
 
-_ARRAYS = (Items, Tuple, Containing, CountedHits, Unique)
-
-
 def _kinds(written: Form) -> frozenset[str]:
     if isinstance(written, Values):
         kinds = {_kind(v) for v in written.values}
@@ -95,9 +77,9 @@ def _kinds(written: Form) -> frozenset[str]:
         kind = written.kind
     elif isinstance(written, Text):
         kind = "string"
-    elif isinstance(written, Closed | FreeKeys | KeyKinds):
+    elif isinstance(written, OBJECTS):
         kind = "object"
-    elif isinstance(written, _ARRAYS):
+    elif isinstance(written, ARRAYS):
         kind = "array"
     else:
         return _KINDS
