@@ -134,8 +134,12 @@ async def test_parallel_forced_calls_at_a_high_temperature(engine: LlamaCppEngin
     sampling = SamplingParams(max_tokens=128, temperature=1.2, seed=5)
     events = await _events(engine, _request(sampling, tools=tools, tool_choice="required"))
     starts = [e for e in events if isinstance(e, ToolCallStart)]
-    arguments = [e.arguments for e in events if isinstance(e, ToolCallDelta)]
-    assert len(starts) == len(arguments) >= (1 if events[-1].reason == "tool_calls" else 0)  # type: ignore[union-attr]
+    arguments = [
+        "".join(d.arguments for d in events if isinstance(d, ToolCallDelta) and d.call_index == i)
+        for i in range(len(starts))
+    ]
+    assert [s.call_index for s in starts] == list(range(len(starts)))  # the pieces of each call, joined
+    assert len(starts) >= (1 if events[-1].reason == "tool_calls" else 0)  # type: ignore[union-attr]
     schemas = {t.name: t.parameters for t in tools}
     for start, text in zip(starts, arguments):
         jsonschema.validate(json.loads(text), schemas[start.name])

@@ -107,7 +107,7 @@ def test_forced_call_text_becomes_call_events_and_the_reason_tool_calls() -> Non
     assert events == [
         None,
         ToolCallStart("call_0", "get_weather"),
-        ToolCallDelta('{"city": "Paris"}'),
+        ToolCallDelta('{ "city": "Paris" }'),  # the model's own text of the arguments
         ToolCallEnd(),
         Finish("tool_calls", Usage(5, 7)),
     ]

@@ -2,8 +2,9 @@
 
 A forced call is decoded as JSON, `{"name": ..., "arguments": {...}}` (or an array of them
 when parallel calls are allowed), under a grammar built from `CallPlan.form`. `forced_calls`
-watches the decoded text, and as each call's object completes, checks it and sends it on as
-`ToolCallStart` / `ToolCallDelta` / `ToolCallEnd`; the text itself never leaves.
+watches the decoded text and sends each call on as `ToolCallStart` / `ToolCallDelta`s /
+`ToolCallEnd`, its arguments as they are written (`call_stream.py` reads the text); the text
+itself never leaves.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from ...core.errors import InternalError, Unsupported
 from ...core.events import Finish, GenerationEvent, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
 from ...core.requests import Message, ToolChoice, ToolSpec
+from .call_stream import CallBegun, CallDone, CallScanner, CallText
 from .checks import Validator
 from .compiled import Grammars
 from .forms import Choice, Closed, Form, Items, Rewritten, values_of
@@ -182,18 +184,21 @@ class Repeats:
         return self._ended
 
 
-def _call(text: str, checks: Mapping[str, Validator]) -> tuple[str, str]:
-    """A decoded call's tool name and arguments (JSON text), checked against the tool's schema."""
+def _call(scan: CallDone, checks: Mapping[str, Validator]) -> tuple[str, str]:
+    """A decoded call's tool name and arguments, checked against the tool's schema.
+
+    The arguments are the model's own text of the value (the text streamed), not a re-encoding.
+    """
     try:
-        call = json.loads(text)
+        call = json.loads(scan.text)
         name, arguments = call["name"], call["arguments"]
         valid = checks[name].is_valid(arguments)
-        encoded = json.dumps(arguments, ensure_ascii=False, allow_nan=False)
+        encoded = json.dumps(arguments, ensure_ascii=False, allow_nan=False)  # no NaN nor Infinity
     except (ValueError, KeyError, TypeError):
         valid = False
     if not valid:
         raise InternalError("The model produced a tool call that does not match the tool's schema.")
-    return name, encoded
+    return name, scan.arguments or encoded
 
 
 def forced_calls(
@@ -201,26 +206,50 @@ def forced_calls(
 ) -> Iterator[GenerationEvent | None]:
     """One choice's decoded events, its text turned into tool-call events.
 
-    A choice that ends on its own ends with reason "tool_calls"; one cut off by its token
-    limit keeps "length", and sends only the calls it completed. A call that repeats an
-    earlier one (same tool, same arguments) is not sent again, nor any after it: the engine
-    ends the output there, and what the grammar makes it write to close is no call of the model's.
+    A call's arguments stream as they are decoded: `ToolCallStart` once its name is known and its
+    arguments have begun, a `ToolCallDelta` per piece of their text, and `ToolCallEnd` once the
+    call's object is complete and checked (a call off its schema ends the stream with an error).
+    A call to a tool called before in the choice is held until complete, since it may repeat an
+    earlier call: a call that repeats one (same tool, same arguments) is not sent, nor any after
+    it: the engine ends the output there, and what the grammar makes it write to close is no call
+    of the model's. A choice that ends on its own ends with reason "tool_calls"; one cut off by its
+    token limit keeps "length", and ends a call it was streaming where it was cut.
     """
-    values = JsonValues(1 if plan.parallel else 0)
+    scanner = CallScanner(1 if plan.parallel else 0)
     count = 0
     repeats = Repeats()
+    ended = False
+    named: set[str] = set()
+    streaming = False  # the open call's arguments are being sent
     for event in events:
         if isinstance(event, TextDelta):
-            for text in values.feed(event.text):
-                name, arguments = _call(text, plan.checks)
-                if repeats.past_end(name, arguments):
-                    continue
-                yield ToolCallStart(new_id(), name, index=event.index, call_index=count)
-                yield ToolCallDelta(arguments, index=event.index, call_index=count)
-                yield ToolCallEnd(index=event.index, call_index=count)
-                count += 1
-        elif isinstance(event, Finish) and event.reason != "length":
-            if not count:
+            i = event.index
+            for scan in () if ended else scanner.feed(event.text):
+                if isinstance(scan, CallBegun):
+                    streaming = scan.name in plan.checks and scan.name not in named
+                    if streaming:
+                        yield ToolCallStart(new_id(), scan.name, index=i, call_index=count)
+                elif isinstance(scan, CallText):
+                    if streaming:
+                        yield ToolCallDelta(scan.text, index=i, call_index=count)
+                else:
+                    name, arguments = _call(scan, plan.checks)
+                    if ended := repeats.past_end(name, arguments):
+                        break
+                    if not streaming:
+                        yield ToolCallStart(new_id(), name, index=i, call_index=count)
+                        yield ToolCallDelta(arguments, index=i, call_index=count)
+                    yield ToolCallEnd(index=i, call_index=count)
+                    named.add(name)
+                    streaming = False
+                    count += 1
+        elif isinstance(event, Finish):
+            if event.reason == "length":
+                if streaming:  # cut off inside the call's arguments
+                    yield ToolCallEnd(index=event.index, call_index=count)
+                yield event
+                continue
+            if not count or streaming:
                 raise InternalError("The model stopped before completing a forced tool call.")
             yield replace(event, reason="tool_calls", stop_sequence=None)
         else:
