@@ -55,6 +55,7 @@ __all__ = [
     "TokenizerRoute",
     "Unrecorded",
     "refuse_unrecognized",
+    "required_header",
     "stream_json",
     "validate",
 ]
@@ -314,6 +315,11 @@ Route = (
     | InfoRoute
     | StateRoute
 )
+
+
+def required_header(route: Route) -> str | None:
+    """The header a request must carry for `route` to match it (only an `InfoRoute` asks for one)."""
+    return route.requires_header if isinstance(route, InfoRoute) else None
 
 
 @dataclass(frozen=True)

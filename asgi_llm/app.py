@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 
-from .adapters.base import Adapter, Route, StateStore
+from .adapters.base import Adapter, Route, StateStore, required_header
 from .adapters.openai import OPENAI
 from .client import Client
 from .config import Settings
@@ -108,7 +108,7 @@ class LLMApp:
         self.pool = pool or ModelPool(settings)
         self._adapters = tuple(adapters)
         table: list[tuple[str, tuple[str, ...], tuple[Route | str, Adapter], str | None]] = [
-            (route.path, route.methods, (route, adapter), getattr(route, "requires_header", None))
+            (route.path, route.methods, (route, adapter), required_header(route))
             for adapter in self._adapters
             for route in adapter.routes
         ]

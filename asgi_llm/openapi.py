@@ -19,7 +19,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic.json_schema import models_json_schema
 
-from .adapters.base import Adapter, CountRoute, EmbedRoute, GenerateRoute, Route, TokenizerRoute
+from .adapters.base import Adapter, CountRoute, EmbedRoute, GenerateRoute, Route, TokenizerRoute, required_header
 from .core import InvalidRequest
 
 __all__ = ["AppRoute", "openapi_document", "served_at"]
@@ -113,7 +113,7 @@ def _operations(adapters: Sequence[Adapter]) -> dict[tuple[str, str], tuple[Adap
     by_header: list[tuple[Adapter, Route, str]] = []
     for adapter in adapters:
         for route in adapter.routes:
-            header = getattr(route, "requires_header", None)
+            header = required_header(route)
             if header is not None:
                 by_header.append((adapter, route, header))
                 continue
@@ -162,7 +162,7 @@ def _parameters(route: Route) -> list[dict[str, Any]]:
         if match.group(0).endswith(":path}"):
             param["description"] = "May contain slashes."
         params.append(param)
-    header = getattr(route, "requires_header", None)
+    header = required_header(route)
     if header is not None:
         params.append({"name": header, "in": "header", "required": True, "schema": {"type": "string"}})
     return params
