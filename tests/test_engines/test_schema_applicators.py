@@ -369,6 +369,12 @@ CASES: list[tuple[str, dict[str, Any], list[Any], list[Any]]] = [
         [{"a": 1, "b": 2}, {"a": 1}, {}],
         [{"b": 1}, {"a": "x"}],
     ),
+    (  # the first branch meets the rest of the schema nowhere: it meets no other branch either
+        "one-of-with-a-branch-the-rest-of-the-schema-rules-out",
+        {"type": "string", "oneOf": [{"type": "integer"}, {"maxLength": 2}, {"minLength": 5}]},
+        ["ab", "abcdef"],
+        ["abc", 1],
+    ),
     (  # the second branch takes any integer (its keywords bind objects only)
         "one-of-against-a-branch-only-the-rewrite-found-empty",
         {"oneOf": [{"type": "integer"}, {"properties": {"a": {"oneOf": [{"type": "null"}, {"type": "null"}]}}}]},

@@ -294,11 +294,19 @@ class _Rewrite:
         branch of the client's, those left out of the grammar too (what the rewrite found no value
         for may still take values it does not write, as a branch of `properties` takes any string)."""
         forms = dict(written)
-        return {
-            j
-            for j in range(len(options))
-            if j != i and j not in known and not separated(out, merge([node, options[j]]), self.follow, forms.get(j))
-        }
+        found = set()
+        for j in range(len(options)):
+            if j == i or j in known:
+                continue
+            try:
+                theirs = merge([node, options[j]])
+            except NoValue:
+                continue  # no value takes that branch with the rest of the schema: none can meet it
+            except Clash:
+                theirs = options[j]  # out's documents hold to `node` already: the branch alone decides
+            if not separated(out, theirs, self.follow, forms.get(j)):
+                found.add(j)
+        return found
 
     def follow(self, schema: Any) -> Any:
         """`schema` with its top-level `$ref`s followed and `allOf`s merged, for the `oneOf` test."""
