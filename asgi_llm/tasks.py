@@ -1,6 +1,6 @@
-"""Tasks the package starts on the running loop that outlive the call starting them: each kept
-referenced until it ends (the loop holds tasks only weakly), and a failure logged where nothing
-awaits it, rather than lost. Imports nothing of ours."""
+"""Tasks the package starts on the running loop that outlive the call starting them: named, and a
+failure logged where nothing awaits it, rather than lost. The caller keeps the task (the loop holds
+tasks only weakly), as the object it belongs to. Imports nothing of ours."""
 
 from __future__ import annotations
 
@@ -9,28 +9,20 @@ import logging
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["running", "spawn"]
+__all__ = ["spawn"]
 
 T = TypeVar("T")
-_RUNNING: set[asyncio.Task[Any]] = set()
 
 
 def spawn(work: Coroutine[Any, Any, T], *, name: str, log: logging.Logger | None) -> asyncio.Task[T]:
-    """`work` as a task on the running loop, named `name`. `log` gets its failure (a cancellation
-    is no failure); None where whoever awaits the task takes its failure."""
+    """`work` as a task on the running loop, named `name`, for the caller to keep. `log` gets its
+    failure (a cancellation is no failure); None where whoever awaits the task takes its failure."""
     task = asyncio.get_running_loop().create_task(work, name=name)
-    _RUNNING.add(task)
     task.add_done_callback(lambda done: _ended(done, log))
     return task
 
 
-def running() -> int:
-    """Tasks started here that have not ended."""
-    return len(_RUNNING)
-
-
 def _ended(task: asyncio.Task[Any], log: logging.Logger | None) -> None:
-    _RUNNING.discard(task)
     if log is None or task.cancelled():
         return
     failure = task.exception()

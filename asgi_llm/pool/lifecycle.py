@@ -49,6 +49,7 @@ class Lifecycle:
         self._residency = residency
         self._thread = thread
         self._factory = factory
+        self._expiring: set[asyncio.Task[None]] = set()  # keep-alive unloads under way (the loop holds tasks weakly)
 
     async def start(self) -> None:
         """Start the inference thread and begin loading startup models (in the background)."""
@@ -226,7 +227,12 @@ class Lifecycle:
         loop = asyncio.get_running_loop()
         entry.expires_at = time.time() + entry.keep_alive
         expire = f"keep-alive unload of {entry.config.id}"
-        entry.expiry = loop.call_later(entry.keep_alive, lambda: spawn(self._expire(entry), name=expire, log=log))
+        entry.expiry = loop.call_later(entry.keep_alive, lambda: self._begin_expiry(entry, expire))
+
+    def _begin_expiry(self, entry: ModelEntry, name: str) -> None:
+        task = spawn(self._expire(entry), name=name, log=log)
+        self._expiring.add(task)
+        task.add_done_callback(self._expiring.discard)
 
     async def _expire(self, entry: ModelEntry) -> None:
         if entry.active == 0 and entry.state == "ready":

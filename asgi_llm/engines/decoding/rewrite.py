@@ -30,6 +30,7 @@ from .extended import as_json_schema
 from .forms import ANY, Choice, Closed, Form, Plain, Ref, Rewritten, Text, Values, values_of
 from .merge import Clash, NoValue, merge
 from .negation import conditional, negate
+from .numbers import number_dfa
 from .objects import DEPENDENCIES, dependencies, rewrite_object
 from .oneof import separated
 from .pattern import PatternError
@@ -83,6 +84,7 @@ class _Rewrite:
         self.defs: dict[str, Form] = {}
         self.done: dict[str, Form] = {}  # references rewritten already
         self.automata: dict[Text, Dfa | None] = {}  # string automata built already, by their content
+        self.numbers: dict[tuple[str, tuple[tuple[str, Any], ...]], Dfa] = {}  # number automata, by their bounds
         self.count = 0
         self.work = 0
 
@@ -92,6 +94,12 @@ class _Rewrite:
                 raise PatternError(f"the schema needs more than {_MAX_AUTOMATA} string automata")
             self.automata[text] = string_dfa(text)
         return self.automata[text]
+
+    def number_automaton(self, kind: str, bounds: tuple[tuple[str, Any], ...]) -> Dfa:
+        key = (kind, bounds)
+        if key not in self.numbers:
+            self.numbers[key] = number_dfa({**dict(bounds), "type": kind})
+        return self.numbers[key]
 
     def refuse(self, where: str, what: str) -> Unsupported:
         return Unsupported(

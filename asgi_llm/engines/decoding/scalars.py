@@ -4,15 +4,13 @@ what cannot be held is a 400 naming the keyword before any token. Pure."""
 
 from __future__ import annotations
 
-import functools
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Literal
 
 from .automata import Dfa, with_length
 from .checks import checked_formats
 from .formats import FORMATS
 from .forms import Number, Plain, Text
-from .numbers import number_dfa
 from .pattern import PatternError
 from .walk import Schema, Walker
 
@@ -83,20 +81,13 @@ def rewrite_number(walk: Walker, node: Schema, kind: Literal["integer", "number"
     if not bounds:
         return Plain(kind)
     try:
-        dfa = _number_automaton(kind, tuple(sorted(bounds.items())))
+        dfa = walk.number_automaton(kind, tuple(sorted(bounds.items())))
     except PatternError as exc:
         if str(exc) == "no number is allowed":
             raise walk.no_value(where, "no number is within the bounds") from None
         keyword = "multipleOf" if "multipleOf" in str(exc) else "the bounds"
         raise walk.refuse(where, f"{keyword} ({exc})") from None
     return Number(kind, tuple(sorted(bounds.items())), dfa)
-
-
-@functools.lru_cache(maxsize=1024)
-def _number_automaton(kind: str, bounds: tuple[tuple[str, Any], ...]) -> Dfa:
-    """`number_dfa` of these bounds, kept: a `oneOf` narrowed by negated bounds asks for the same
-    ranges again and again, and a range's automaton is built from a pattern (milliseconds each)."""
-    return number_dfa({**dict(bounds), "type": kind})
 
 
 def _caps(least: int, most: int | None) -> list[int | None]:

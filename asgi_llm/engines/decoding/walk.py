@@ -34,6 +34,11 @@ class Walker(Protocol):
         raises `PatternError` as it does."""
         ...
 
+    def number_automaton(self, kind: str, bounds: tuple[tuple[str, Any], ...]) -> Dfa:
+        """`numbers.number_dfa` of these bounds, built once per walk (a `oneOf` narrowed by negated
+        bounds asks for the same ranges again and again); raises `PatternError` as it does."""
+        ...
+
     def node(self, schema: Any, where: str, depth: int) -> Form:
         """`schema` (at the JSON path `where`, `depth` levels in) rewritten."""
         ...
