@@ -79,8 +79,9 @@ def objects(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Schema]:
 
 def containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Schema]:
     arrays = st.builds(lambda i: {"type": "array", "items": i, "maxItems": 3}, children)
-    unions = st.tuples(st.sampled_from(["anyOf", "oneOf"]), st.lists(children, min_size=2, max_size=3)).map(
-        lambda pair: {pair[0]: pair[1]}
+    beside = st.sampled_from([{}, {}, {"type": "string"}, {"type": "integer"}, {"type": "object"}])
+    unions = st.tuples(st.sampled_from(["anyOf", "oneOf"]), st.lists(children, min_size=2, max_size=3), beside).map(
+        lambda parts: {parts[0]: parts[1], **parts[2]}  # a type beside the branches may rule some out
     )
     merged = st.lists(children, min_size=2, max_size=2).map(lambda parts: {"allOf": parts})
     return st.one_of(arrays, objects(children), unions, merged)
