@@ -15,7 +15,6 @@ from .adapters.openai import OPENAI
 from .client import Client
 from .config import Settings
 from .core import LLMError, MethodNotAllowed, RouteNotFound
-from .endpoint import Endpoint
 from .http.asgi import ASGIApp, Receive, Scope, Send, send_json
 from .http.context import RequestContext, attach, request_context, request_info, send_error, with_request_id_header
 from .http.linger import serve_lingering
@@ -25,6 +24,7 @@ from .middleware import AuthMiddleware, KeyInfo, MetricsMiddleware, RequestInfo,
 from .middleware.admin import ADMIN_PATHS, AdminMiddleware
 from .openapi import AppRoute, openapi_document, served_at
 from .pool import ModelPool
+from .serving.endpoint import Endpoint
 from .stack import Layer, default_middleware, key_identity
 from .storage.state import MemoryStore, SQLiteStore
 from .web import PAGE_PATHS, WebPage

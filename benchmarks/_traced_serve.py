@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from asgi_llm.cli import main
+from asgi_llm.cli.serve import main
 from asgi_llm.engines.llamacpp import native
 
 _steps: list[tuple[int, float, float]] = []

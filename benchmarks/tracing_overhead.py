@@ -32,7 +32,7 @@ from asgi_llm import LLMApp, ModelConfig, ModelPool, Settings
 from asgi_llm.engines.fake import FakeEngine
 from asgi_llm.middleware import UsageMiddleware
 from asgi_llm.middleware.tracing import TracingMiddleware
-from asgi_llm.otel import OTel, api
+from asgi_llm.support.otel import OTel, api
 
 BODY = json.dumps({"model": "bench", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}).encode()
 

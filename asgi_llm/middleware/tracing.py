@@ -22,7 +22,7 @@ from typing import Any
 from asgi_llm.http.asgi import ASGIApp, Message, Receive, Scope, Send
 from asgi_llm.http.context import Classify, meter_of, request_context, request_info
 from asgi_llm.http.trace_notes import TraceNotes
-from asgi_llm.otel import OTel, api
+from asgi_llm.support.otel import OTel, api
 
 __all__ = ["TracingMiddleware", "otel_installed"]
 

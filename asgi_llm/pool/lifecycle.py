@@ -17,7 +17,7 @@ import anyio
 from ..config import ModelConfig
 from ..core import Engine, LLMError, ModelNotReady, Overloaded
 from ..engines.inference_thread import InferenceThread
-from ..tasks import spawn
+from ..support.tasks import spawn
 from .entry import ModelEntry
 from .residency import Residency, refuse_oversized_kv
 from .roster import Roster

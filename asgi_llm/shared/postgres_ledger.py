@@ -22,7 +22,7 @@ import psycopg
 from asgi_llm.middleware.ledger import DAY
 from asgi_llm.middleware.usage import UsageRecord
 
-from ..tasks import spawn
+from ..support.tasks import spawn
 from .guard import BackendDown
 from .postgres import PostgresDB
 

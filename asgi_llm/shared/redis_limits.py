@@ -30,7 +30,7 @@ from asgi_llm.middleware.ledger import DAY
 from asgi_llm.middleware.limits import Admission, BudgetStore, Limiter
 from asgi_llm.middleware.quota import Quota, quota_headers, tightest
 
-from ..tasks import spawn
+from ..support.tasks import spawn
 from .guard import Guard
 
 log = logging.getLogger("asgi_llm.shared")

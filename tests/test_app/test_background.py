@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from asgi_llm import LLMApp, ModelConfig, ModelPool, Settings
-from asgi_llm.background import RUN_SUFFIX, BackgroundRuns
 from asgi_llm.engines.fake import FakeEngine
+from asgi_llm.serving.background import RUN_SUFFIX, BackgroundRuns
 from asgi_llm.storage.state import SQLiteStore
 
 pytestmark = pytest.mark.anyio

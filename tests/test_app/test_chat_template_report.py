@@ -12,7 +12,7 @@ import pytest
 
 from asgi_llm import LLMApp, ModelConfig, ModelPool, Settings
 from asgi_llm.adapters.ollama import models as ollama_models
-from asgi_llm.config_sources import default_model_path
+from asgi_llm.config.sources import default_model_path
 from asgi_llm.core import ModelCard, ModelFacts, template_in_use
 from asgi_llm.core.templates import CHATML, CHATML_END
 from asgi_llm.engines.fake import FakeEngine

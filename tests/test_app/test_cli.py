@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from asgi_llm import cli
+from asgi_llm.cli import serve as cli
 
 
 def settings_for(*argv: str):  # type: ignore[no-untyped-def]

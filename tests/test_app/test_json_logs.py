@@ -15,7 +15,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from asgi_llm import LLMApp, ModelConfig, Settings
-from asgi_llm.cli import build_parser, settings_from_args
+from asgi_llm.cli.serve import build_parser, settings_from_args
 from asgi_llm.engines.fake import FakeEngine
 from asgi_llm.logs import JSONFormatter, serve_json_log_config, serving_request
 from asgi_llm.pool import ModelPool

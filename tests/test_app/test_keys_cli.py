@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from asgi_llm import cli
+from asgi_llm.cli import serve as cli
 from asgi_llm.middleware import KeyInfo, Limits, SQLiteKeys
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from asgi_llm import ModelConfig, Settings
-from asgi_llm.cli import build_parser, settings_from_args
+from asgi_llm.cli.serve import build_parser, settings_from_args
 
 
 def folder(tmp_path: Path, *names: str) -> str:

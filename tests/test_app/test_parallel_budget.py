@@ -13,7 +13,8 @@ import pytest
 from pydantic import ValidationError
 
 from asgi_llm import LLMApp, ModelConfig, ModelPool, Settings
-from asgi_llm.config import LLAMA_MAX_SEQ, default_model_path
+from asgi_llm.config import default_model_path
+from asgi_llm.config.model import LLAMA_MAX_SEQ
 from asgi_llm.engines.fake import FakeEngine
 from asgi_llm.engines.gguf_metadata import read_facts
 from asgi_llm.engines.memory_estimate import estimate_memory

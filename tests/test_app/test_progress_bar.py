@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from asgi_llm.progress import progress_bar, render
+from asgi_llm.cli.progress import progress_bar, render
 
 pytestmark = pytest.mark.anyio
 

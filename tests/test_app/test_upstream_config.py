@@ -9,7 +9,7 @@ import pydantic
 import pytest
 
 from asgi_llm import ModelConfig, ModelPool, Settings
-from asgi_llm.cli import build_parser, settings_from_args
+from asgi_llm.cli.serve import build_parser, settings_from_args
 from asgi_llm.core import Unavailable
 from asgi_llm.engines.upstream.discovery import _discovered
 from asgi_llm.engines.upstream.engine import UpstreamEngine

@@ -17,7 +17,7 @@ from starlette.routing import Mount, Route
 
 from asgi_llm import ApiKeyConfig, LLMApp, ModelConfig, ModelPool, Settings
 from asgi_llm.adapters.ollama import OLLAMA
-from asgi_llm.cli import build_parser, settings_from_args, standalone_app
+from asgi_llm.cli.serve import build_parser, settings_from_args, standalone_app
 from asgi_llm.engines.fake import FakeEngine
 
 pytestmark = pytest.mark.anyio

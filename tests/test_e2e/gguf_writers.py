@@ -10,7 +10,7 @@ from typing import Any
 import gguf
 import numpy as np
 
-from asgi_llm.config_sources import default_model_path
+from asgi_llm.config.sources import default_model_path
 
 EMBEDDING, LAYERS, HEADS, KV_HEADS, FEED_FORWARD = 64, 2, 4, 2, 128  # the reranker's (tiny) shape
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from asgi_llm import ModelConfig
-from asgi_llm.config_sources import default_model_path
+from asgi_llm.config.sources import default_model_path
 from asgi_llm.core import ChatRequest, Message
 from asgi_llm.engines.inference_thread import InferenceThread
 from asgi_llm.engines.llamacpp import LlamaCppEngine

@@ -14,7 +14,8 @@ from pydantic import SecretStr
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from asgi_llm import ApiKeyConfig, KeyInfo, LimitsConfig, LLMApp, Settings, cli, default_middleware
+from asgi_llm import ApiKeyConfig, KeyInfo, LimitsConfig, LLMApp, Settings, default_middleware
+from asgi_llm.cli import serve as cli
 from asgi_llm.middleware import (
     KEY,
     AuthMiddleware,

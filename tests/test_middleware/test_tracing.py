@@ -17,14 +17,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from asgi_llm import LLMApp
+from asgi_llm.cli.otel_export import otlp_from_env
 from asgi_llm.core import Finish, PromptRead, Queued, TextDelta, Usage
 from asgi_llm.http.context import request_context
 from asgi_llm.http.trace_notes import TraceNotes
 from asgi_llm.middleware import UsageMiddleware
 from asgi_llm.middleware.tracing import TracingMiddleware
-from asgi_llm.otel import OTel, probe
-from asgi_llm.otel_export import otlp_from_env
 from asgi_llm.stack import default_middleware
+from asgi_llm.support.otel import OTel, probe
 
 pytestmark = pytest.mark.anyio
 

@@ -13,13 +13,13 @@ import uuid
 import anyio
 import pytest
 
-from asgi_llm.background import RUN_SUFFIX, BackgroundRuns
-from asgi_llm.cli import main, per_process_state
+from asgi_llm.cli.serve import main, per_process_state
 from asgi_llm.config import Settings
 from asgi_llm.core import RateLimited, SharedStateStore, Unavailable
 from asgi_llm.core.policy import Limits
 from asgi_llm.middleware.limits import MemoryBudgets
 from asgi_llm.middleware.usage import UsageRecord
+from asgi_llm.serving.background import RUN_SUFFIX, BackgroundRuns
 from asgi_llm.shared.guard import Guard
 from asgi_llm.shared.postgres import PostgresDB
 from asgi_llm.shared.postgres_keys import PostgresKeys

@@ -30,18 +30,18 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "asgi_llm.http": ("asgi_llm.core", "asgi_llm.http", "asgi_llm.wire"),
     "asgi_llm.storage": ("asgi_llm.core", "asgi_llm.storage"),
     "asgi_llm.wire": (),
-    "asgi_llm.config": ("asgi_llm.config_sources", "asgi_llm.config_chains", "asgi_llm.config_lora"),
-    "asgi_llm.config_lora": (),
-    "asgi_llm.config_sources": (),
-    "asgi_llm.config_chains": (),
+    # the settings' schema, split by concern; the parts below read plain data and import nothing of ours
+    "asgi_llm.config": ("asgi_llm.config",),
+    "asgi_llm.config.lora": (),
+    "asgi_llm.config.sources": (),
+    "asgi_llm.config.chains": (),
     "asgi_llm.logs": (),
-    "asgi_llm.tasks": (),
+    # the leaves every layer may lean on (tasks that outlive their caller, OpenTelemetry's API)
+    "asgi_llm.support": (),
     "asgi_llm.middleware": ("asgi_llm.core", "asgi_llm.http", "asgi_llm.storage", "asgi_llm.middleware"),
     # Redis and PostgreSQL behind the layers' own protocols (the `Gate`, `BudgetStore`, `Verifier`, `StateStore`)
-    "asgi_llm.shared": ("asgi_llm.core", "asgi_llm.middleware", "asgi_llm.shared", "asgi_llm.tasks"),
-    "asgi_llm.middleware.tracing": ("asgi_llm.http", "asgi_llm.otel"),
-    "asgi_llm.otel": (),
-    "asgi_llm.otel_export": (),
+    "asgi_llm.shared": ("asgi_llm.core", "asgi_llm.middleware", "asgi_llm.shared", "asgi_llm.support.tasks"),
+    "asgi_llm.middleware.tracing": ("asgi_llm.http", "asgi_llm.support.otel"),
     "asgi_llm.adapters": _ADAPTER_SHARED,
     "asgi_llm.adapters.openai": (*_ADAPTER_SHARED, "asgi_llm.wire", "asgi_llm.adapters.openai"),
     "asgi_llm.adapters.anthropic": (*_ADAPTER_SHARED, "asgi_llm.adapters.anthropic"),
@@ -70,8 +70,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.wire",
         "asgi_llm.engines.decoding",
         "asgi_llm.engines.upstream",
-        "asgi_llm.otel",
-        "asgi_llm.tasks",
+        "asgi_llm.support.otel",
+        "asgi_llm.support.tasks",
     ),
     # the upstream engine's answers read without HTTP (only engine.py speaks HTTP)
     "asgi_llm.engines.upstream.reading": (
@@ -86,7 +86,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.engines.inference_thread",
         "asgi_llm.engines.memory_estimate",
         "asgi_llm.engines.llamacpp",
-        "asgi_llm.tasks",
+        "asgi_llm.support.tasks",
     ),
     # the pool's parts, each on one concern; the package row is the composition (model_pool,
     # lifecycle, reload), the only part that makes engines
@@ -97,7 +97,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.engines.llamacpp",
         "asgi_llm.engines.upstream",
         "asgi_llm.pool",
-        "asgi_llm.tasks",
+        "asgi_llm.support.tasks",
     ),
     "asgi_llm.pool.entry": ("asgi_llm.core", "asgi_llm.config"),
     "asgi_llm.pool.roster": ("asgi_llm.core", "asgi_llm.config", "asgi_llm.pool.entry"),
@@ -120,19 +120,18 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "asgi_llm.openapi": ("asgi_llm.core", "asgi_llm.adapters.base"),
     "asgi_llm.web": ("asgi_llm.http", "asgi_llm.web"),
     "asgi_llm.client": ("asgi_llm.core", "asgi_llm.http"),
-    "asgi_llm.background": ("asgi_llm.core", "asgi_llm.http", "asgi_llm.adapters.base", "asgi_llm.pool"),
-    "asgi_llm.endpoint": (
-        "asgi_llm.background",
+    # the request path: the package row is the endpoint's, its parts may not import it
+    "asgi_llm.serving": (
         "asgi_llm.core",
         "asgi_llm.http",
         "asgi_llm.storage",
         "asgi_llm.adapters.base",
         "asgi_llm.pool",
-        "asgi_llm.fallback",
-        "asgi_llm.model_routes",
+        "asgi_llm.serving",
     ),
-    "asgi_llm.model_routes": ("asgi_llm.core", "asgi_llm.http", "asgi_llm.adapters.base", "asgi_llm.pool"),
-    "asgi_llm.fallback": ("asgi_llm.core", "asgi_llm.http.asgi", "asgi_llm.pool"),
+    "asgi_llm.serving.background": ("asgi_llm.core", "asgi_llm.http", "asgi_llm.adapters.base", "asgi_llm.pool"),
+    "asgi_llm.serving.model_routes": ("asgi_llm.core", "asgi_llm.http", "asgi_llm.adapters.base", "asgi_llm.pool"),
+    "asgi_llm.serving.fallback": ("asgi_llm.core", "asgi_llm.http.asgi", "asgi_llm.pool"),
     "asgi_llm.app": (
         "asgi_llm.core",
         "asgi_llm.config",
@@ -142,7 +141,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.adapters.openai",
         "asgi_llm.client",
         "asgi_llm.middleware",
-        "asgi_llm.endpoint",
+        "asgi_llm.serving.endpoint",
         "asgi_llm.logs",
         "asgi_llm.pool",
         "asgi_llm.openapi",
@@ -157,23 +156,22 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.pool",
         "asgi_llm.shared",
     ),
+    # the command line: the package row is `serve`'s, above the composition root
     "asgi_llm.cli": (
         "asgi_llm.core",
         "asgi_llm.config",
         "asgi_llm.adapters",
         "asgi_llm.app",
+        "asgi_llm.cli",
         "asgi_llm.engines.upstream",
-        "asgi_llm.keys_cli",
         "asgi_llm.logs",
         "asgi_llm.middleware.sqlite_keys",
         "asgi_llm.pool.residency",
-        "asgi_llm.watch",
-        "asgi_llm.progress",
-        "asgi_llm.otel_export",
     ),
-    "asgi_llm.keys_cli": ("asgi_llm.config", "asgi_llm.middleware", "asgi_llm.shared"),
-    "asgi_llm.watch": (),
-    "asgi_llm.progress": (),
+    "asgi_llm.cli.keys": ("asgi_llm.config", "asgi_llm.middleware", "asgi_llm.shared"),
+    "asgi_llm.cli.watch": (),
+    "asgi_llm.cli.progress": (),
+    "asgi_llm.cli.otel_export": (),
     "asgi_llm.contrib": (
         "asgi_llm.config",
         "asgi_llm.http.asgi",
@@ -298,7 +296,13 @@ def test_every_import_follows_the_table(name: str) -> None:
         ("asgi_llm.pool.residency", "asgi_llm.pool.lifecycle"),
         ("asgi_llm.pool.entry", "asgi_llm.engines.llamacpp"),
         ("asgi_llm.engines.upstream.reading", "asgi_llm.engines.upstream.engine"),
-        ("asgi_llm.config_sources", "asgi_llm.config"),
+        ("asgi_llm.config.sources", "asgi_llm.config.model"),
+        ("asgi_llm.config.model", "asgi_llm.pool"),
+        ("asgi_llm.serving.fallback", "asgi_llm.serving.endpoint"),
+        ("asgi_llm.serving.endpoint", "asgi_llm.app"),
+        ("asgi_llm.support.tasks", "asgi_llm.pool"),
+        ("asgi_llm.pool.lifecycle", "asgi_llm.app"),
+        ("asgi_llm.cli.watch", "asgi_llm.cli.serve"),
         ("asgi_llm.stack", "asgi_llm.app"),
         ("asgi_llm.wire.openai_chat", "asgi_llm.core"),
         ("asgi_llm.adapters.anthropic.messages", "asgi_llm.wire.openai_chat"),
@@ -308,6 +312,44 @@ def test_a_forbidden_import_is_caught(name: str, injected: str) -> None:
     """The table denies what ARCHITECTURE.md forbids: each edge, added to a real module, fails it."""
     assert violations(name, GRAPH[name]) == []
     assert violations(name, GRAPH[name] | {injected}) != []
+
+
+def _part(name: str) -> str:
+    """Where a module stands in the tree: `asgi_llm` for the package's root (its `__init__` and the
+    modules beside it), else the top-level package it is in (`asgi_llm.pool`, `asgi_llm.adapters`)."""
+    parts = name.split(".")
+    if len(parts) < 2 or (ROOT / "asgi_llm" / f"{parts[1]}.py").exists():
+        return "asgi_llm"
+    return ".".join(parts[:2])
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Every cycle through two or more parts, each once, found from its smallest part."""
+    found: list[list[str]] = []
+
+    def walk(path: list[str]) -> None:
+        for after in sorted(edges.get(path[-1], ())):
+            if after == path[0]:
+                found.append(path)
+            elif after not in path and after > path[0]:
+                walk([*path, after])
+
+    for start in sorted(edges):
+        walk([start])
+    return found
+
+
+def test_the_root_and_the_packages_import_without_cycles() -> None:
+    """A package below the root never imports a module at the root that imports it back (the
+    settings, tasks and OpenTelemetry's API were root modules that the pool, the engines, the
+    layers and the shared backends imported): the root composes its packages, never serves them."""
+    edges: dict[str, set[str]] = {}
+    for name, deps in GRAPH.items():
+        ours = {_part(dep) for dep in deps if _within(dep, "asgi_llm")}
+        edges.setdefault(_part(name), set()).update(ours - {_part(name)})
+    assert {"asgi_llm.pool", "asgi_llm.config"} <= edges["asgi_llm"]
+    assert _cycles(edges) == []
+    assert _cycles({**edges, "asgi_llm.pool": edges["asgi_llm.pool"] | {"asgi_llm"}}) != []
 
 
 def test_a_module_outside_the_table_is_refused() -> None:
@@ -330,7 +372,7 @@ def test_only_the_upstream_engine_imports_httpx() -> None:
 
 def test_only_otel_imports_opentelemetry() -> None:
     """A mounted app touches OpenTelemetry's API only, in one place; the SDK only for `asgi-llm serve`."""
-    assert importers_of("opentelemetry") == {"asgi_llm.otel", "asgi_llm.otel_export"}
+    assert importers_of("opentelemetry") == {"asgi_llm.support.otel", "asgi_llm.cli.otel_export"}
 
 
 def test_only_contrib_imports_host_frameworks() -> None:
@@ -340,4 +382,4 @@ def test_only_contrib_imports_host_frameworks() -> None:
 
 
 def test_starlette_is_only_the_standalone_server() -> None:
-    assert importers_of("starlette") == {"asgi_llm.cli"}
+    assert importers_of("starlette") == {"asgi_llm.cli.serve"}

@@ -24,7 +24,7 @@ MANUAL = "\n".join(path.read_text(encoding="utf-8") for path in sorted((ROOT / "
 OPTIONS = sorted(
     (model.__name__, field)
     for model in vars(config).values()
-    if isinstance(model, type) and issubclass(model, BaseModel) and model.__module__ == config.__name__
+    if isinstance(model, type) and issubclass(model, BaseModel) and model.__module__.startswith(f"{config.__name__}.")
     for field in model.model_fields
 )
 

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Iterator
 import anyio
 
 from ...core.errors import ModelNotReady
-from ...tasks import spawn
+from ...support.tasks import spawn
 from ..inference_thread import Channel
 from .jobs import Delivery, Ticket
 

@@ -35,7 +35,7 @@ from ...core.events import EmbeddingResult, EngineEvent
 from ...core.memory import MemoryEstimate
 from ...core.ranking import LoraAdapters, RerankKind, RerankRequest, RerankResult
 from ...core.requests import CompletionRequest, EmbeddingRequest, GenerationRequest
-from ...tasks import spawn
+from ...support.tasks import spawn
 from .discovery import discover, discover_settings, list_models
 from .errors import error_from_response, retryable, scrub
 from .prompt_size import PromptSizer

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
-from ...otel import api, inject
+from ...support.otel import api, inject
 
 __all__ = ["upstream_call"]
 

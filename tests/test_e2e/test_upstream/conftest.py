@@ -27,7 +27,7 @@ import pytest
 import uvicorn
 
 from asgi_llm import ModelConfig, Settings
-from asgi_llm.cli import standalone_app
+from asgi_llm.cli.serve import standalone_app
 from asgi_llm.config import default_model_path
 
 UPSTREAM_MODEL = "SmolLM2-135M-Instruct"

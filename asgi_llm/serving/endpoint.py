@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from .adapters.base import (
+from ..adapters.base import (
     CountRoute,
     EmbedRoute,
     GenerateRoute,
@@ -34,8 +34,7 @@ from .adapters.base import (
     StreamEncoder,
     TokenizerRoute,
 )
-from .background import BackgroundRuns, send_streamed
-from .core import (
+from ..core import (
     DetokenizeRequest,
     Engine,
     EngineEvent,
@@ -52,16 +51,17 @@ from .core import (
     Unsupported,
     Usage,
 )
-from .core.catalog import ModelCard
-from .core.embedding_sizes import embedding_size, shortened
-from .core.policy import KeyInfo
+from ..core.catalog import ModelCard
+from ..core.embedding_sizes import embedding_size, shortened
+from ..core.policy import KeyInfo
+from ..http.asgi import Receive, Scope, Send, send_json, send_text, start_stream
+from ..http.body import ClientGone, json_body
+from ..http.context import InProcessCall, Meter, RequestContext, request_context, request_info, send_error
+from ..pool import ModelPool
+from ..storage.state import owned_by
+from .background import BackgroundRuns, send_streamed
 from .fallback import Fallbacks, with_fallback_header
-from .http.asgi import Receive, Scope, Send, send_json, send_text, start_stream
-from .http.body import ClientGone, json_body
-from .http.context import InProcessCall, Meter, RequestContext, request_context, request_info, send_error
 from .model_routes import lora_adapters, rerank
-from .pool import ModelPool
-from .storage.state import owned_by
 
 __all__ = ["Endpoint"]
 

@@ -24,13 +24,13 @@ from typing import Any
 
 import anyio
 
-from .adapters.base import DetachedEncoder, GenerateRoute, Meta, Parsed, StateStore, Streamed
-from .core import InternalError, InvalidRequest, LLMError, PromptRead, Queued, SharedStateStore, Unavailable
-from .core.policy import KeyInfo
-from .http.asgi import Send, send_json, start_stream
-from .http.context import Meter, RequestContext
-from .http.trace_notes import TraceNotes
-from .pool import ModelPool
+from ..adapters.base import DetachedEncoder, GenerateRoute, Meta, Parsed, StateStore, Streamed
+from ..core import InternalError, InvalidRequest, LLMError, PromptRead, Queued, SharedStateStore, Unavailable
+from ..core.policy import KeyInfo
+from ..http.asgi import Send, send_json, start_stream
+from ..http.context import Meter, RequestContext
+from ..http.trace_notes import TraceNotes
+from ..pool import ModelPool
 
 __all__ = ["RUN_SUFFIX", "BackgroundRuns", "OwnedRuns", "send_streamed"]
 

@@ -1,229 +1,30 @@
-"""Settings at the trust boundary: from code, a TOML/YAML/JSON file, or the environment.
+"""`Settings`: everything an app serves with, from code, a TOML/YAML/JSON file, or the environment.
 
-The schema lives here: every option, its default and its checks. Reading the outside world (the
-files, the variables, the host's cores, the packaged default model) is `config_sources.py`'s;
-its public names are re-exported here.
+The options of the app as a whole and the checks between its models; one model's options are
+`model.py`'s, a key's `keys.py`'s. Reading the outside world is `sources.py`'s.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from .config_chains import fallback_chain
-from .config_lora import LoraAdapters
-from .config_sources import (
-    DEFAULT_MODEL_ID,
-    DEFAULT_MODEL_INSTALL,
-    KEY_NAME,
-    DefaultModelMissing,
-    default_model_path,
-    default_threads,
+from .chains import fallback_chain
+from .keys import ApiKeyConfig, LimitsConfig
+from .model import ModelConfig
+from .sources import (
     env_model_overrides,
     gguf_files,
     keys_file_entries,
     parse_key_entries,
     parse_size,
     read_settings_file,
-    usable_cores,
 )
 
-__all__ = [
-    "DEFAULT_MODEL_ID",
-    "DEFAULT_MODEL_INSTALL",
-    "ApiKeyConfig",
-    "DefaultModelMissing",
-    "LimitsConfig",
-    "ModelConfig",
-    "Settings",
-    "default_model_path",
-    "default_threads",
-    "fallback_chain",
-    "parse_key_entries",
-    "usable_cores",
-]
-
-LLAMA_MAX_SEQ = 256
-"""The most sequences one llama.cpp context holds (`LLAMA_MAX_SEQ` in its src/llama-cparams.h,
-not exported by llama.h nor llama-cpp-python): a context of 257 fails to be made."""
-
-KVCacheType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
-
-
-class ModelConfig(BaseModel):
-    """One served model. Every llama.cpp load option a GPU user needs is here."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    id: str = DEFAULT_MODEL_ID
-    path: str | None = Field(default=None, description="GGUF file; omitted means the packaged default model.")
-    aliases: tuple[str, ...] = ()
-    load: Literal["startup", "lazy"] = "startup"
-    n_ctx: int = Field(default=4096, ge=0, description="0 = the model's training context.")
-    n_batch: int = Field(default=512, ge=1)
-    n_ubatch: int = Field(default=512, ge=1)
-    n_threads: int | None = Field(
-        default=None,
-        ge=1,
-        description="Default: the cores this process may use, less one unless OMP_WAIT_POLICY=passive; see README.",
-    )
-    n_threads_batch: int | None = Field(default=None, ge=1)
-    adapt_threads: bool = Field(
-        default=True,
-        description="Decode on fewer threads while other work crowds the cores, all again once they are free (Linux).",
-    )
-    n_gpu_layers: int = Field(default=0, ge=-1, description="-1 offloads every layer.")
-    main_gpu: int = Field(default=0, ge=0)
-    split_mode: Literal["none", "layer", "row"] = "layer"
-    tensor_split: tuple[float, ...] | None = None
-    flash_attn: bool | Literal["auto"] = Field(
-        default="auto", description="`auto` (llama.cpp's default): on wherever the backend has the kernels."
-    )
-    offload_kqv: bool = True
-    type_k: KVCacheType | None = None
-    type_v: KVCacheType | None = None
-    seed: int | None = None
-    use_mmap: bool = True
-    use_mlock: bool = False
-    embeddings: bool = Field(default=False, description="Also serve embeddings (loads an embedding context).")
-    embedding_dimensions: tuple[Annotated[int, Field(ge=1)], ...] = Field(
-        default=(), description="Sizes a Matryoshka model's embeddings shorten to (`dimensions`); needs `embeddings`."
-    )
-    pooling: Literal["mean", "cls", "last"] = "mean"
-    rerank: bool = Field(default=False, description="A reranker GGUF: /rerank uses its classifier (rank pooling).")
-    lora: LoraAdapters = Field(default=(), description="LoRA adapters loaded with it: `[{id, path, scale}]`.")
-    chat_template: str | None = Field(default=None, description="Overrides the template stored in the GGUF.")
-    reasoning: Literal["auto", "on", "off"] = Field(
-        default="auto", description="Whether it reasons when a request does not say: auto = as its template does."
-    )
-    parallel: int = Field(
-        default=4,
-        ge=1,
-        description=f"Choices decoded together; each holds n_ctx positions of KV cache. At most {LLAMA_MAX_SEQ} "
-        "(llama.cpp's LLAMA_MAX_SEQ); with a memory budget, as many as their KV cache fits.",
-    )
-    kv_unified: bool = Field(
-        default=False,
-        description="One KV buffer for all sequences (llama.cpp's --kv-unified) instead of a stream each; see README.",
-    )
-    prefill_chunk: int = Field(
-        default=128, ge=1, description="Prompt tokens read per step while other choices stream (keeps them moving)."
-    )
-    prompt_cache_mib: int = Field(
-        default=256,
-        ge=0,
-        description="Host memory (MiB) for sequence caches set aside when their sequence goes to another prompt; 0 = none.",
-    )
-    max_queue: int = Field(default=64, ge=0, description="Requests that may wait for a free sequence; beyond: 503.")
-    queue_timeout: float = Field(
-        default=60.0,
-        gt=0,
-        description="Seconds a request may wait for the model to load (at startup or on demand), and then for a "
-        "free sequence; beyond either: 503 with Retry-After.",
-    )
-    stall_seconds: float = Field(
-        default=30.0,
-        gt=0,
-        description="Seconds queued or running work may go without progress before the model counts as stalled: "
-        "/health turns 503, its requests get 503 and it restarts.",
-    )
-    keep_alive: float | None = Field(default=None, description="Seconds idle before unloading; None = never.")
-    pin: bool = Field(default=False, description="Never unloaded to make room for another model, nor when idle.")
-    # An upstream model: an OpenAI-compatible server (llama.cpp's server, vLLM, a cloud, another asgi-llm).
-    backend: Literal["local", "upstream"] | None = Field(
-        default=None, description="`local` (the GGUF `path`) or `upstream` (`base_url`); None = upstream iff a base_url is set."
-    )
-    base_url: str | None = Field(default=None, description="The upstream's OpenAI base URL (`http://host:8080/v1`); commas separate replicas.")
-    base_urls: tuple[str, ...] = Field(default=(), description="Replicas of one upstream model, load-balanced.")
-    api_key_env: str | None = Field(default=None, description="The environment variable holding the upstream's API key.")
-    upstream_model: str | None = Field(default=None, description="The model name the upstream knows; default: `id`.")
-    discover: bool = Field(default=False, description="Serve every model the upstream lists (`id` becomes `prefix` + its name).")
-    prefix: str = Field(default="", description="Put before discovered model names.")
-    connect_timeout: float = Field(default=5.0, gt=0, description="Seconds to connect to the upstream.")
-    first_byte_timeout: float = Field(default=120.0, gt=0, description="Seconds until the upstream's first streamed event.")
-    idle_timeout: float = Field(default=60.0, gt=0, description="Seconds the upstream may stay silent mid-stream.")
-    health_interval: float = Field(default=10.0, gt=0, description="Seconds between health checks of each upstream replica.")
-    fallbacks: tuple[str, ...] = Field(default=(), description="Models (ids or aliases) that take a request this one fails before its first byte.")
-
-    @field_validator("parallel")
-    @classmethod
-    def _within_llama_cpp(cls, value: int) -> int:
-        if value > LLAMA_MAX_SEQ:
-            raise ValueError(
-                f"parallel = {value} is more sequences than llama.cpp's limit of {LLAMA_MAX_SEQ} per context (LLAMA_MAX_SEQ)"
-            )
-        return value
-
-    @field_validator("aliases", mode="before")
-    @classmethod
-    def _one_alias(cls, value: Any) -> Any:
-        return (value,) if isinstance(value, str) else value
-
-    @field_validator("base_urls", mode="before")
-    @classmethod
-    def _comma_urls(cls, value: Any) -> Any:
-        return tuple(u.strip() for u in value.split(",") if u.strip()) if isinstance(value, str) else value
-
-    @model_validator(mode="after")
-    def _consistent(self) -> ModelConfig:
-        if self.backend == "upstream" and not self.upstream_urls:
-            raise ValueError(f"model {self.id!r}: backend 'upstream' needs a base_url")
-        if self.embedding_dimensions and not self.embeddings:
-            raise ValueError(f"model {self.id!r}: embedding_dimensions needs embeddings = true")
-        return self
-
-    @property
-    def is_upstream(self) -> bool:
-        """Whether an upstream server runs this model (else the local GGUF at `path`)."""
-        return self.backend == "upstream" or (self.backend is None and bool(self.upstream_urls))
-
-    @property
-    def upstream_urls(self) -> tuple[str, ...]:
-        """Every replica's base URL, without a trailing slash."""
-        urls = (*self.base_urls, *(self.base_url.split(",") if self.base_url else ()))
-        return tuple(dict.fromkeys(u.strip().rstrip("/") for u in urls if u.strip()))
-
-    def resolved_path(self) -> str:
-        return self.path if self.path is not None else default_model_path()
-
-    @property
-    def threads(self) -> int:
-        return self.n_threads or default_threads(usable_cores(), os.environ.get("OMP_WAIT_POLICY"))
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return (self.id, *self.aliases)
-
-
-class LimitsConfig(BaseModel):
-    """Per-key limits (None = unlimited). Budgets count prompt + completion tokens per UTC day /
-    month / in total, kept in the usage ledger when one is configured."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    requests_per_minute: int | None = Field(default=None, ge=1)
-    tokens_per_minute: int | None = Field(default=None, ge=1)
-    max_concurrent: int | None = Field(default=None, ge=1)
-    tokens_per_day: int | None = Field(default=None, ge=1)
-    tokens_per_month: int | None = Field(default=None, ge=1)
-    tokens_total: int | None = Field(default=None, ge=1)
-    max_tokens: int | None = Field(default=None, ge=1, description="Default and ceiling of a request's max_tokens.")
-
-
-class ApiKeyConfig(BaseModel):
-    """One API key. Logs, usage records and metrics show its `name`, never the key."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str = Field(pattern=f"^{KEY_NAME}$")
-    key: SecretStr = Field(min_length=1)
-    models: tuple[str, ...] | None = Field(default=None, description="Models (ids or aliases) it may use; None = all.")
-    protocols: tuple[str, ...] | None = Field(default=None, description="`openai`, `anthropic`, `ollama`; None = all.")
-    limits: LimitsConfig | None = Field(default=None, description="Replaces the settings' default limits for this key.")
-    operator: bool = Field(default=False, description="May read /metrics (every key's usage); others: inference only.")
+__all__ = ["Settings"]
 
 
 class Settings(BaseModel):
@@ -389,4 +190,3 @@ class Settings(BaseModel):
         if env.get("ASGI_LLM_API_KEYS_FILE"):
             settings = settings.model_copy(update={"api_keys_file": env["ASGI_LLM_API_KEYS_FILE"]})
         return settings
-

@@ -1,7 +1,7 @@
-"""Where settings come from, read as plain data for `config.py` to validate: a settings file
-(TOML, YAML or JSON), the `ASGI_LLM_*` variables, a keys file, a models folder, and the host
-itself (the cores this process may use, the packaged default model); and the text forms values
-take there (`8GiB`, `name=key`).
+"""Where settings come from, read as plain data for the rest of `asgi_llm.config` to validate: a
+settings file (TOML, YAML or JSON), the `ASGI_LLM_*` variables, a keys file, a models folder, and
+the host itself (the cores this process may use, the packaged default model); and the text forms
+values take there (`8GiB`, `name=key`). Imports nothing of ours.
 """
 
 from __future__ import annotations

@@ -18,9 +18,9 @@ import logging
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
-from .core import Engine, EngineEvent, GenerationRequest, LLMError, PromptRead
-from .http.asgi import Message, Send
-from .pool import ModelPool
+from ..core import Engine, EngineEvent, GenerationRequest, LLMError, PromptRead
+from ..http.asgi import Message, Send
+from ..pool import ModelPool
 
 __all__ = ["FALLBACK_HEADER", "Fallbacks", "falls_back"]
 

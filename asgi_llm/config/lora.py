@@ -1,5 +1,5 @@
 """The settings of a model's LoRA adapters (`[[models]] lora = [{id, path, scale}]`), kept beside
-`config.py` so that the schema's main module stays one screenful per class."""
+`model.py` so that the schema's modules stay one screenful per class."""
 
 from __future__ import annotations
 

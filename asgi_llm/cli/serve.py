@@ -12,10 +12,10 @@ import sys
 from collections.abc import AsyncIterator, Callable, MutableMapping, Sequence
 from typing import Any
 
-from .config import DefaultModelMissing, ModelConfig, Settings
-from .keys_cli import add_keys_parser, run_keys
-from .logs import redact_access_log, serve_json_log_config
-from .middleware.sqlite_keys import SQLiteKeys
+from ..config import DefaultModelMissing, ModelConfig, Settings
+from ..logs import redact_access_log, serve_json_log_config
+from ..middleware.sqlite_keys import SQLiteKeys
+from .keys import add_keys_parser, run_keys
 from .otel_export import otlp_from_env
 
 __all__ = ["build_parser", "main", "settings_from_args", "standalone_app"]
@@ -203,7 +203,7 @@ def _refuse_oversized_kv(settings: Settings) -> None:
     figures (the pool refuses it again at start, for hosts that do not come through here)."""
     import anyio
 
-    from .pool.residency import refuse_oversized_kv
+    from ..pool.residency import refuse_oversized_kv
 
     anyio.run(refuse_oversized_kv, settings.with_models_dir())
 
@@ -214,8 +214,8 @@ def _discovered(settings: Settings) -> Settings:
         return settings
     import anyio
 
-    from .core import LLMError
-    from .engines.upstream import discover_settings
+    from ..core import LLMError
+    from ..engines.upstream import discover_settings
 
     try:
         return anyio.run(discover_settings, settings)
@@ -246,10 +246,10 @@ def standalone_app(
     from starlette.middleware.cors import CORSMiddleware
     from starlette.routing import Mount
 
-    from .adapters.anthropic import ANTHROPIC
-    from .adapters.ollama import OLLAMA
-    from .adapters.openai import OPENAI
-    from .app import LLMApp
+    from ..adapters.anthropic import ANTHROPIC
+    from ..adapters.ollama import OLLAMA
+    from ..adapters.openai import OPENAI
+    from ..app import LLMApp
 
     api = LLMApp(settings, adapters=(OPENAI, ANTHROPIC), web_ui=False)
     root = api.sibling(OLLAMA, OPENAI, ANTHROPIC, web_ui=settings.web_ui is not False)  # the page at /ui

@@ -2,7 +2,7 @@
 
 The one module of ours that imports `opentelemetry` on behalf of a mounted app. It never sets
 a tracer provider, an exporter or a propagator: those are the host's (or `asgi-llm serve`'s,
-in `otel_export.py`). Without an SDK configured, every span is the API's non-recording one and
+in `cli/otel_export.py`). Without an SDK configured, every span is the API's non-recording one and
 the layer that asks skips all its work.
 """
 

@@ -10,11 +10,11 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .adapters.base import LoraRoute, Meta, RerankRoute
-from .core import Forbidden, ModelNotFound, RerankResult, Unsupported, Usage
-from .http.asgi import Scope, Send, send_json
-from .http.context import Meter, request_context, request_info
-from .pool import ModelPool
+from ..adapters.base import LoraRoute, Meta, RerankRoute
+from ..core import Forbidden, ModelNotFound, RerankResult, Unsupported, Usage
+from ..http.asgi import Scope, Send, send_json
+from ..http.context import Meter, request_context, request_info
+from ..pool import ModelPool
 
 __all__ = ["lora_adapters", "rerank"]
 

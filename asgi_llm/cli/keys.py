@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from .config import LimitsConfig, Settings
-from .middleware import Limits
-from .middleware.keyring import KeyExists, StoredKey, parse_expiry
-from .middleware.sqlite_keys import SQLiteKeys
+from ..config import LimitsConfig, Settings
+from ..middleware import Limits
+from ..middleware.keyring import KeyExists, StoredKey, parse_expiry
+from ..middleware.sqlite_keys import SQLiteKeys
 
 if TYPE_CHECKING:
-    from .shared.postgres_keys import PostgresKeys
+    from ..shared.postgres_keys import PostgresKeys
 
 __all__ = ["add_keys_parser", "keys_db_for", "run_keys"]
 
@@ -67,7 +67,7 @@ def run_keys(args: argparse.Namespace) -> int:
     path = args.db or keys_db_for(settings)
     keys: SQLiteKeys | PostgresKeys
     if settings.state_url is not None and not args.db:  # the database every server shares
-        from .shared.wiring import database_keys
+        from ..shared.wiring import database_keys
 
         keys, where = database_keys(settings.state_url, settings.backend_timeout), "the database (state_url)"
     elif args.action != "create" and not Path(path).is_file():  # listing or revoking creates no file
