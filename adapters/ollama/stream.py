@@ -104,7 +104,7 @@ def _done(finish: Finish | None, durations: Durations) -> dict[str, Any]:
         "done_reason": done_reason(finish.reason if finish is not None else None),
         "total_duration": durations["total_duration"],
         "load_duration": durations["load_duration"],
-        "prompt_eval_count": usage.prompt_tokens if usage else 0,
+        "prompt_eval_count": usage.prompt_tokens - usage.cached_tokens if usage else 0,  # Ollama's: evaluated
         "prompt_eval_duration": durations["prompt_eval_duration"],
         "eval_count": usage.completion_tokens if usage else 0,
         "eval_duration": durations["eval_duration"],

@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     gpu.add_argument("--split-mode", choices=["none", "layer", "row"])
     gpu.add_argument("--tensor-split", metavar="R1,R2,...", help="share of the model per GPU, e.g. 3,1")
     gpu.add_argument(
+        "--prompt-cache-dir", metavar="DIR", help="save prompts that took long to read here, for after a restart"
+    )
+    gpu.add_argument(
         "--flash-attn",
         nargs="?",
         const="on",
@@ -80,7 +83,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_MODEL_OPTIONS = ("n_ctx", "parallel", "n_threads", "n_gpu_layers", "main_gpu", "split_mode", "flash_attn")
+_MODEL_OPTIONS = (
+    "n_ctx",
+    "parallel",
+    "n_threads",
+    "n_gpu_layers",
+    "main_gpu",
+    "split_mode",
+    "flash_attn",
+    "prompt_cache_dir",
+)
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:

@@ -84,6 +84,14 @@ class ModelConfig(BaseModel):
         ge=0,
         description="Host memory (MiB) for sequence caches set aside when their sequence goes to another prompt; 0 = none.",
     )
+    prompt_cache_dir: str | None = Field(
+        default=None,
+        description="A directory where prompts that took long to read are saved, kept across restarts, unloads and "
+        "reloads (a subdirectory per model file and context); None = none.",
+    )
+    prompt_cache_disk_mib: int = Field(
+        default=4096, ge=1, description="Disk (MiB) the saved prompts may take; the least recently used go first."
+    )
     max_queue: int = Field(default=64, ge=0, description="Requests that may wait for a free sequence; beyond: 503.")
     queue_timeout: float = Field(
         default=60.0,

@@ -44,7 +44,8 @@ def test_chat_streamed_and_whole_agree(client: ollama.Client) -> None:
     last = parts[-1]
     assert last.done_reason in ("stop", "length") and last.done_reason == whole.done_reason
     assert last.eval_count == whole.eval_count and 0 < (last.eval_count or 0) <= GREEDY["num_predict"]
-    assert (last.prompt_eval_count or 0) > 0 and last.prompt_eval_count == whole.prompt_eval_count
+    # as Ollama counts: the prompt tokens evaluated, no more the second time (what the first read is cached)
+    assert 0 < (last.prompt_eval_count or 0) <= (whole.prompt_eval_count or 0)
     assert last.total_duration and last.eval_duration is not None and last.total_duration >= last.eval_duration
     assert whole.model == last.model == MODEL
     assert whole.created_at and whole.created_at.endswith("Z")

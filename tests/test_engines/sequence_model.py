@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from asgi_llm.core import Finish, TextDelta, Usage
 from asgi_llm.core.events import EngineEvent, GenerationEvent
 from asgi_llm.engines.llamacpp.jobs import BatchToken, Ticket, Turn
@@ -61,6 +63,27 @@ class Model:
 
     def holds(self, sequence: int) -> list[int]:
         return list(self.cells[sequence])
+
+
+class ByteStates(Model):
+    """States as llama.cpp gives them, bytes (each cell's token, four bytes a position), for saved
+    prompts on disk; `refuse` restores nothing, as llama.cpp refuses a state of another layout."""
+
+    def __init__(self, sequences: int, *, refuse: bool = False) -> None:
+        super().__init__(sequences)
+        self.refuse = refuse
+        self.restored = 0
+
+    def save(self, sequence: int, limit: int) -> tuple[Any, int] | None:
+        data = np.asarray(self.cells[sequence], dtype="<i4").view(np.uint8)
+        return (data, data.nbytes) if data.nbytes <= limit else None
+
+    def restore(self, sequence: int, state: Any) -> bool:
+        if self.refuse:
+            self.cells[sequence] = []
+            return False
+        self.restored += 1
+        return super().restore(sequence, np.asarray(state).view("<i4").tolist())
 
 
 class Scripted:

@@ -3,11 +3,14 @@ that keeps every sequence's cache as the model would, and checks each call again
 
 Prompts share a system prompt, extend earlier ones (the next turn) and diverge; requests have
 one to three choices, some are cancelled, and slots and cache budgets (from none to tiny to
-large) are drawn. After every step: the scheduler's invariants hold, what each slot says its
+large) are drawn; with saved prompts on disk, the model restarts now and then. After every step: the scheduler's invariants hold, what each slot says its
 cache holds is what the backend holds, no fault happened, and in the end every request ended.
 """
 
 from __future__ import annotations
+
+import shutil
+import tempfile
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -17,16 +20,23 @@ from asgi_llm.core import Finish
 from asgi_llm.engines.llamacpp.batching import Scheduler
 from asgi_llm.engines.llamacpp.jobs import END, Job
 from asgi_llm.engines.llamacpp.prompt_cache import PromptCache
+from asgi_llm.engines.llamacpp.prompt_files import PromptFiles
 
-from .sequence_model import SYSTEM, Model, Request, Scripted
+from .sequence_model import SYSTEM, ByteStates, Model, Request, Scripted
 
 
 class SchedulerMachine(RuleBasedStateMachine):
-    @initialize(slots=st.integers(1, 4), budget=st.sampled_from([None, 0, 30, 60, 100_000]), chunk=st.sampled_from([3, 16, 64]))
-    def start(self, slots: int, budget: int | None, chunk: int) -> None:
-        self.model = Model(slots)
-        self.cache = PromptCache(budget) if budget is not None else None
-        self.scheduler = Scheduler(self.model, slots=slots, batch=64, chunk=chunk, cache=self.cache)
+    @initialize(
+        slots=st.integers(1, 4),
+        budget=st.sampled_from([None, 0, 30, 60, 100_000]),
+        chunk=st.sampled_from([3, 16, 64]),
+        on_disk=st.sampled_from([None, 200, 100_000]),
+    )
+    def start(self, slots: int, budget: int | None, chunk: int, on_disk: int | None) -> None:
+        self.slots, self.budget, self.chunk, self.on_disk = slots, budget, chunk, on_disk
+        self.directory = tempfile.mkdtemp(prefix="asgi-llm-prompts-")
+        self.files: PromptFiles | None = None
+        self.boot()
         self.requests: list[Request] = []
         self.prompts: list[list[int]] = [SYSTEM + [1]]
         self.marks = 0
@@ -58,6 +68,26 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.requests.append(request)
         self.scheduler.submit(jobs)
 
+    def boot(self) -> None:
+        """A model, cache and scheduler, with saved prompts (bytes, four a token) in the directory."""
+        if self.on_disk is None:
+            self.model: Model = Model(self.slots)
+        else:
+            self.model = ByteStates(self.slots)
+            self.files = PromptFiles(self.directory, self.on_disk, bytes(32), pending=self.on_disk, fresh=8)
+        self.cache = PromptCache(self.budget) if self.budget is not None else None
+        self.scheduler = Scheduler(
+            self.model, slots=self.slots, batch=64, chunk=self.chunk, cache=self.cache, files=self.files
+        )
+
+    @precondition(lambda self: self.on_disk is not None and not self.scheduler.active)
+    @rule()
+    def restart(self) -> None:
+        """Unload and load again: only the saved prompts on disk remain."""
+        assert self.files is not None
+        self.files.close()
+        self.boot()
+
     @precondition(lambda self: any(not r.ticket.cancelled and END not in r.items for r in self.requests))
     @rule(pick=st.integers(0, 1000))
     def cancel(self, pick: int) -> None:
@@ -84,6 +114,14 @@ class SchedulerMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         if not hasattr(self, "scheduler"):
             return
+        try:
+            self.finish()
+        finally:
+            if self.files is not None:
+                self.files.close()
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def finish(self) -> None:
         for _ in range(2000):
             if not self.scheduler.active:
                 break

@@ -50,10 +50,12 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "asgi_llm.engines.decoding": ("asgi_llm.core", "asgi_llm.engines.decoding"),
     # the llama.cpp engine's pure parts: scheduling and bookkeeping that never call the model
     "asgi_llm.engines.llamacpp.prompt_cache": (),
+    "asgi_llm.engines.llamacpp.prompt_files": ("asgi_llm.engines.llamacpp.prompt_cache",),
     "asgi_llm.engines.llamacpp.jobs": ("asgi_llm.core", "asgi_llm.engines.llamacpp.batching"),
     "asgi_llm.engines.llamacpp.cache_reading": (
         "asgi_llm.engines.llamacpp.jobs",
         "asgi_llm.engines.llamacpp.prompt_cache",
+        "asgi_llm.engines.llamacpp.prompt_files",
         "asgi_llm.engines.llamacpp.batching",
     ),
     "asgi_llm.engines.llamacpp.batching": (
@@ -61,6 +63,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.engines.llamacpp.jobs",
         "asgi_llm.engines.llamacpp.cache_reading",
         "asgi_llm.engines.llamacpp.prompt_cache",
+        "asgi_llm.engines.llamacpp.prompt_files",
     ),
     "asgi_llm.engines.llamacpp.thread_governor": (),
     "asgi_llm.engines.llamacpp.core_load": ("asgi_llm.engines.llamacpp.thread_governor",),

@@ -30,6 +30,7 @@ from ...core.events import EngineEvent
 from .cache_reading import CacheReader
 from .jobs import END, Backend, BatchToken, Gate, Job
 from .prompt_cache import PromptCache, common_prefix
+from .prompt_files import PromptFiles
 
 __all__ = ["END", "Scheduler", "SchedulerView", "Slot"]
 
@@ -65,13 +66,20 @@ class Scheduler:
     """Runs on the inference thread only; `submit` and every step are called there."""
 
     def __init__(
-        self, backend: Backend, *, slots: int, batch: int, chunk: int, cache: PromptCache | None = None
+        self,
+        backend: Backend,
+        *,
+        slots: int,
+        batch: int,
+        chunk: int,
+        cache: PromptCache | None = None,
+        files: PromptFiles | None = None,
     ) -> None:
         self._backend = backend
         self.cache = cache
         self.gate: Gate | None = None  # set where the model has LoRA adapters
         self.slots = [Slot(i) for i in range(slots)]
-        self._reader = CacheReader(backend, self.slots, cache)
+        self._reader = CacheReader(backend, self.slots, cache, files)
         self._batch = max(batch, slots)
         self._chunk = max(chunk, 1)
         self._queue: deque[Job] = deque()
@@ -256,6 +264,8 @@ class Scheduler:
                 job.token = None
             else:
                 del job.pending[: len(tokens)]
+                if not job.pending:
+                    self._reader.prompt_read(job)
             if row is not None:
                 job.logits = row
                 ready.append(job)

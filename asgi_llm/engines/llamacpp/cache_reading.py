@@ -1,6 +1,8 @@
 """Where a job's prompt starts from: its slot's own cache, another slot's (copied), or a saved
-prompt (restored), whichever holds `COPY_GAIN` tokens more of it; what the slot held is set
-aside in the `PromptCache` first when that is worth keeping.
+prompt (restored from memory, or from a file), whichever holds `COPY_GAIN` tokens more of it;
+what the slot held is set aside in the `PromptCache` first when that is worth keeping. A prompt
+that took enough fresh tokens to read (`PromptFiles.fresh`) is saved to the `PromptFiles` as soon as it is
+read, for the next process, load or reload.
 
 A saved prompt chosen to be restored is never dropped before the restore: the save that sets
 the slot's old cache aside is told to `keep` it.
@@ -8,15 +10,19 @@ the slot's old cache aside is told to `keep` it.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from .jobs import Backend, Job
 from .prompt_cache import PromptCache, SavedPrompt, common_prefix
+from .prompt_files import PromptFiles, StoredPrompt
 
 if TYPE_CHECKING:
     from .batching import Slot
 
 __all__ = ["COPY_GAIN", "CacheReader"]
+
+log = logging.getLogger("asgi_llm.engine")
 
 COPY_GAIN = 16
 """Prompt tokens another slot or a saved prompt must hold beyond the new job's own slot to be
@@ -29,10 +35,14 @@ about 0.6 ms per 300 tokens."""
 class CacheReader:
     """The cache side of admission, over the scheduler's slots (run on the inference thread)."""
 
-    def __init__(self, backend: Backend, slots: list[Slot], cache: PromptCache | None) -> None:
+    def __init__(
+        self, backend: Backend, slots: list[Slot], cache: PromptCache | None, files: PromptFiles | None = None
+    ) -> None:
         self._backend = backend
         self._slots = slots
         self._cache = cache
+        self._files = files
+        self._from_file: tuple[SavedPrompt, StoredPrompt] | None = None  # read, and not yet restored
         self._copies: dict[int, Slot] = {}  # target sequence → its slot, for copies not yet moved
         self._sources: set[int] = set()  # sequences copied from since the last decode
 
@@ -44,7 +54,7 @@ class CacheReader:
         assert slot is not None
         usable = len(job.prompt) - 1
         cached = min(common_prefix(slot.tokens, job.prompt), usable)
-        donor, saved, better = self._source(job, slot)
+        donor, saved, better = self._source(job, slot, cached)
         if min(better, usable) - cached >= COPY_GAIN:
             if saved is not None:
                 self._restore(slot, saved)
@@ -59,6 +69,22 @@ class CacheReader:
             del slot.tokens[cached:]
         job.cached = cached
         job.pending = job.prompt[cached:]
+
+    def prompt_read(self, job: Job) -> None:
+        """The job's whole prompt is in its slot now: save it to a file when it took `files.fresh`
+        tokens or more to read afresh and no file holds it already. The state is copied here; the file is
+        written on the files' own thread. A fault costs the file only, never the job."""
+        files, slot = self._files, job.slot
+        if files is None or slot is None or len(job.prompt) - job.cached < files.fresh:
+            return
+        try:
+            if files.holds(slot.tokens, job.setting):
+                return
+            saved = self._backend.save(slot.sequence, files.budget)
+            if saved is not None:
+                files.write(slot.tokens, job.setting, saved[0])
+        except Exception as exc:  # noqa: BLE001 (a prompt not saved is read again next time, no more)
+            log.warning("sequence %s: its prompt could not be saved: %r", slot.sequence, exc)
 
     def copy_reading(self, leader: Job, follower: Job) -> None:
         """A choice of the same prompt takes a copy of what its leader read."""
@@ -90,26 +116,38 @@ class CacheReader:
         target.tokens = list(source.tokens)
 
     def _restore(self, slot: Slot, saved: SavedPrompt) -> None:
-        assert self._cache is not None
-        self._cache.used(saved)
+        if self._cache is not None:
+            self._cache.used(saved)  # (nothing, for a state read from a file)
         self._set_aside(slot, kept=0, keep=saved)
         restored = self._backend.restore(slot.sequence, saved.state)
         slot.tokens = list(saved.tokens) if restored else []
+        if self._from_file is not None and self._from_file[0] is saved:
+            if not restored and self._files is not None:  # llama.cpp refused it: not worth reading again
+                self._files.discard(self._from_file[1])
+            self._from_file = None
 
-    def _source(self, job: Job, slot: Slot) -> tuple[Slot | None, SavedPrompt | None, int]:
-        """The other slot or the saved prompt that holds the longest prefix of the job's prompt,
-        and that length. A saved state is written into the slot at once, so not into a slot
-        whose cache a pending copy is still to read, or is still to overwrite."""
+    def _source(self, job: Job, slot: Slot, cached: int) -> tuple[Slot | None, SavedPrompt | None, int]:
+        """The other slot or the saved prompt (in memory, or in a file read only when it is worth
+        it over the `cached` tokens the slot holds) that holds the longest prefix of the job's
+        prompt, and that length. A saved state is written into the slot at once, so not into a
+        slot whose cache a pending copy is still to read, or is still to overwrite."""
         donor = max(
             (s for s in self._slots if s is not slot), key=lambda s: common_prefix(s.tokens, job.prompt), default=None
         )
         held = common_prefix(donor.tokens, job.prompt) if donor is not None else 0
-        if self._cache is None or slot.sequence in self._sources or slot.sequence in self._copies:
+        if slot.sequence in self._sources or slot.sequence in self._copies:
             return donor, None, held
-        saved, length = self._cache.best(job.prompt)
-        if saved is not None and length > held:
-            return None, saved, length
-        return donor, None, held
+        saved, length = self._cache.best(job.prompt) if self._cache is not None else (None, 0)
+        if saved is None or length <= held:
+            saved, length = None, held
+        if self._files is not None:
+            stored, on_file = self._files.best(job.prompt, job.setting)
+            if stored is not None and on_file > length and min(on_file, len(job.prompt) - 1) - cached >= COPY_GAIN:
+                state = self._files.read(stored)
+                if state is not None:
+                    self._from_file = (saved := SavedPrompt(stored.tokens, state, int(state.nbytes)), stored)
+                    return None, saved, on_file
+        return (None, saved, length) if saved is not None else (donor, None, held)
 
     def _set_aside(self, slot: Slot, *, kept: int, keep: SavedPrompt | None = None) -> None:
         """Save the slot's cache before all but `kept` tokens of it are dropped, when that

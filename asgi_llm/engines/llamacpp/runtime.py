@@ -26,8 +26,9 @@ from .choice import Output, Tally, TokenChoice
 from .embedding import Embedder
 from .jobs import BatchToken, Job, Ticket
 from .lora import AdapterDefaults, AdapterGate, LoadedAdapters, Setting
-from .native import Decoder, Model, llama_log_lines, new_context, new_single_context
+from .native import Decoder, Model, backend_info, llama_log_lines, new_context, new_single_context
 from .prompt_cache import PromptCache
+from .prompt_files import PromptFiles, fingerprint
 from .prompts import THINK, Prompts
 from .reranking import Reranker
 from .sampling import Sampling, accepted_grammar, logprob
@@ -68,8 +69,14 @@ class Runtime:
             governed = GovernedThreads(context.ctx, cfg.threads, cfg.n_threads_batch or cfg.threads)
         self.decoder = Decoder(context, governed)
         self.cache = PromptCache(prompt_cache_bytes(cfg)) if cfg.prompt_cache_mib else None
+        self.files = _prompt_files(cfg, self.decoder.per_sequence) if cfg.prompt_cache_dir else None
         self.scheduler = Scheduler(
-            self.decoder, slots=cfg.parallel, batch=self.decoder.capacity, chunk=cfg.prefill_chunk, cache=self.cache
+            self.decoder,
+            slots=cfg.parallel,
+            batch=self.decoder.capacity,
+            chunk=cfg.prefill_chunk,
+            cache=self.cache,
+            files=self.files,
         )
         if (adapters := self.adapters) is not None:
             self.scheduler.gate = AdapterGate(
@@ -92,6 +99,8 @@ class Runtime:
 
     def close(self, error: BaseException | None = None) -> None:
         self.scheduler.abandon(error or ModelNotReady("The model was unloaded."))
+        if self.files is not None:
+            self.files.close()  # the saves already queued are written: the next load reads them
         self.decoder.close()
         if self.embedder is not None:
             self.embedder.close()
@@ -272,7 +281,30 @@ class Runtime:
                 "bytes": self.cache.size,
                 "budget": self.cache.budget,
             }
+        if self.files is not None:
+            described["prompt_files"] = self.files.stats()
         return described
+
+
+def _prompt_files(cfg: ModelConfig, per_sequence: int) -> PromptFiles:
+    """The model's saved prompts on disk, in the directory its fingerprint names: the model file,
+    and every setting that changes what a sequence's saved state holds or how it is laid out."""
+    assert cfg.prompt_cache_dir is not None
+    digest = fingerprint(
+        cfg.resolved_path(),
+        {
+            "llama.cpp": backend_info()["llama_cpp_python"],
+            "n_ctx": per_sequence,
+            "kv_unified": cfg.kv_unified,
+            "type_k": cfg.type_k,
+            "type_v": cfg.type_v,
+            "flash_attn": cfg.flash_attn,
+            "offload_kqv": cfg.offload_kqv,
+            "lora": [(adapter.id, adapter.path) for adapter in cfg.lora],
+        },
+    )
+    budget = cfg.prompt_cache_disk_mib * 1024 * 1024
+    return PromptFiles(cfg.prompt_cache_dir, budget, digest, pending=max(prompt_cache_bytes(cfg), 64 << 20))
 
 
 def _plus(a: MemoryEstimate | None, b: MemoryEstimate | None) -> MemoryEstimate | None:
