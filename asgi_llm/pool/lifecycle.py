@@ -54,14 +54,13 @@ class Lifecycle:
     async def start(self) -> None:
         """Start the inference thread and begin loading startup models (in the background)."""
         models = self._models
-        models.users += 1
-        if models.users > 1:
+        if not models.join():
             return
         try:
             await self._discover()
             await refuse_oversized_kv(models.settings)
         except BaseException:
-            models.users -= 1
+            models.leave()
             raise
         self._thread.start()
         async with anyio.create_task_group() as group:
@@ -72,18 +71,14 @@ class Lifecycle:
     async def stop(self) -> None:
         """Unload every model and end the inference thread, once the last user stops."""
         models = self._models
-        if models.users == 0:
-            return
-        models.users -= 1
-        if models.users > 0:
+        if not models.leave():
             return
         self._residency.freed()  # a load waiting for room hears the stop now: it ends without loading
         for entry in (*models.entries, *models.removed):
             if entry.loading is not None:  # ends within load_wait_seconds, or the engine's own load time
                 await asyncio.gather(entry.loading, return_exceptions=True)
-            await self._residency.release(entry)
-            entry.loading = None
-        models.removed.clear()
+            await self._residency.release(entry)  # its load ended: no task left to wait for
+        models.retired([])
         await self._thread.stop()
 
     async def wait_ready(self) -> None:
@@ -105,7 +100,7 @@ class Lifecycle:
         """The engine serving `name` and its canonical id, held for one request (see `ModelPool.use`)."""
         entry = self._models.find(name)
         settings = self._models.settings
-        if sum(other.active for other in self._models.entries) >= settings.max_pending:
+        if sum(other.holders.count for other in self._models.entries) >= settings.max_pending:
             raise Overloaded("The server is busy; retry shortly.", retry_after=settings.retry_after_seconds)
         with self._held(entry, keep_alive):
             yield await self._ready(entry, entry.config.queue_timeout), entry.config.id
@@ -113,50 +108,38 @@ class Lifecycle:
     async def load(self, name: str) -> None:
         """Load `name` now and wait until it is ready (see `ModelPool.load`)."""
         entry = self._models.find(name)
-        if entry.state == "failed":  # an operator's explicit load retries a failed one
-            entry.state, entry.error = "unloaded", None
+        entry.reset()  # an operator's explicit load retries a failed one
         with self._held(entry, None):
             await self._ready(entry, None)
 
     async def unload(self, name: str) -> None:
         """Unload `name` now, or when its requests finish or its load ends (see `ModelPool.unload`)."""
         entry = self._models.find(name)
-        entry.keep_alive, entry.unload_pending = 0, True
-        if entry.active == 0 and entry.state != "loading":
+        if entry.ask_unload():
             await self._residency.release(entry)
 
     def pin(self, name: str, pinned: bool) -> None:
         """Pin or unpin `name` (see `ModelPool.pin`): a pinned model has no idle unload."""
         entry = self._models.find(name)
-        if not self._residency.pin(entry, pinned):
-            return
-        if pinned:
-            entry.disarm()
-        elif entry.active == 0:
+        if self._residency.pin(entry, pinned) and not pinned:
             self._arm(entry)
 
     async def retire(self, entry: ModelEntry) -> None:
         """Unload now if idle, else when its requests finish (once a load in progress has ended)."""
         if entry.loading is not None and not entry.loading.done():
             await asyncio.gather(entry.loading, return_exceptions=True)
-        entry.keep_alive, entry.unload_pending = 0, True
-        if entry.active == 0:
+        if entry.ask_unload():
             await self._residency.release(entry)
 
     @contextlib.contextmanager
     def _held(self, entry: ModelEntry, keep_alive: float | None) -> Iterator[None]:
         """Hold `entry` for one caller: no idle unload (nor one to make room) while it does; on
-        release, its idle time is `keep_alive`'s (see `ModelEntry.idle_time`)."""
-        entry.active += 1  # from now: a load it waits for must not arm the idle unload under it
-        entry.last_used = time.monotonic()
-        entry.disarm()
+        release, its idle time is `keep_alive`'s (see `Holders.let_go`)."""
+        entry.holders.take()  # from now: a load it waits for must not arm the idle unload under it
         try:
             yield
         finally:
-            entry.active -= 1
-            entry.last_used = time.monotonic()
-            entry.keep_alive = entry.idle_time(keep_alive)
-            if entry.active == 0:
+            if entry.holders.let_go(keep_alive, entry.config.keep_alive):
                 self._residency.freed()
                 self._arm(entry)
 
@@ -191,8 +174,8 @@ class Lifecycle:
         raise ModelNotReady(f"The model '{name}' was unloaded as it loaded.", retry_after=retry)
 
     def _begin_load(self, entry: ModelEntry, *, at_startup: bool) -> None:
-        entry.state, entry.at_startup = "loading", at_startup
-        entry.loading = spawn(self._load(entry), name=f"load of {entry.config.id}", log=None)  # its waiters take it
+        name = f"load of {entry.config.id}"  # its waiters take its failure: none logged here
+        entry.begin_load(lambda: spawn(self._load(entry), name=name, log=None), at_startup=at_startup)
 
     async def _load(self, entry: ModelEntry) -> LLMError | None:
         """Load it once the residency limits leave room; the refusal when they cannot (the entry
@@ -202,32 +185,27 @@ class Lifecycle:
             try:
                 await self._residency.make_room(entry)
             except LLMError as refusal:
-                entry.state, entry.unload_pending = "unloaded", False
+                entry.refuse()
                 log.warning("model %s not loaded: %s", entry.config.id, refusal.message)
                 return refusal
         try:
-            engine = entry.loading_engine = self._factory(entry.config, self._thread)
+            engine = self._factory(entry.config, self._thread)
+            entry.loading_with(engine)
             await engine.load()
         except Exception as exc:  # noqa: BLE001 (a failed load is the model's state, shown by /health)
-            entry.loading_engine = None
-            entry.state, entry.error, entry.admitted, entry.unload_pending = "failed", type(exc).__name__, False, False
+            entry.fail(type(exc).__name__)
             self._residency.freed()
             log.error("loading model %s failed: %s", entry.config.id, exc)
             return None
-        entry.engine, entry.state, entry.loading_engine = engine, "ready", None
-        if entry.active == 0:
-            self._arm(entry)
+        entry.ready(engine)
+        self._arm(entry)
         log.info("model %s ready in %.1fs", entry.config.id, time.perf_counter() - started)
         return None
 
     def _arm(self, entry: ModelEntry) -> None:
-        """Schedule the idle unload its keep-alive asks for (a pinned model's only by an explicit unload)."""
-        if entry.keep_alive is None or entry.state != "ready" or (entry.pinned and not entry.unload_pending):
-            return
-        loop = asyncio.get_running_loop()
-        entry.expires_at = time.time() + entry.keep_alive
+        """Schedule the idle unload its keep-alive asks for (see `ModelEntry.arm`)."""
         expire = f"keep-alive unload of {entry.config.id}"
-        entry.expiry = loop.call_later(entry.keep_alive, lambda: self._begin_expiry(entry, expire))
+        entry.arm(lambda: self._begin_expiry(entry, expire))
 
     def _begin_expiry(self, entry: ModelEntry, name: str) -> None:
         task = spawn(self._expire(entry), name=name, log=log)
@@ -235,7 +213,7 @@ class Lifecycle:
         task.add_done_callback(self._expiring.discard)
 
     async def _expire(self, entry: ModelEntry) -> None:
-        if entry.active == 0 and entry.state == "ready":
+        if entry.holders.count == 0 and entry.state == "ready":
             await self._residency.release(entry)
 
     async def _discover(self) -> None:

@@ -36,15 +36,13 @@ class Reloader:
         new = new.with_models_dir()
         if models.started:
             await refuse_oversized_kv(new)  # refused: the previous settings serve on
-        if settings is not None:
-            models.configured = settings
         old = {entry.config.id: entry for entry in models.entries}
         entries = [await self._renewed(config, old.pop(config.id, None)) for config in new.models]
         for entry in old.values():
             log.info("model %s removed", entry.config.id)
             await self._lifecycle.retire(entry)
-        models.removed = [e for e in (*models.removed, *old.values()) if e.engine is not None]
-        models.replace(new, entries)
+        models.retired([e for e in (*models.removed, *old.values()) if e.engine is not None])
+        models.replace(new, entries, configured=settings)
         for entry in entries if models.started else ():
             if not entry.config.is_upstream:
                 self._residency.estimate(entry)  # the budget may name other GPUs now
@@ -52,8 +50,6 @@ class Reloader:
             callback(new)
         if models.started:
             idle = [e for e in entries if e.config.load == "startup" and e.state == "unloaded" and e.engine is None]
-            for entry in idle:
-                entry.keep_alive = entry.config.keep_alive  # not an earlier unload's 0: it would unload at once
             self._lifecycle.load_startup(idle)
 
     async def _renewed(self, config: ModelConfig, entry: ModelEntry | None) -> ModelEntry:
@@ -66,11 +62,10 @@ class Reloader:
                 await self._residency.read_facts(entry)
         elif entry.config != config:
             log.info("model %s changed: it reloads when idle", config.id)
-            entry.config, entry.pinned = config, config.pin
+            entry.reconfigure(config)
             if started:
                 await self._residency.read_facts(entry)
             if entry.state in ("ready", "loading") or entry.engine is not None:
                 await self._lifecycle.retire(entry)
-            if entry.state == "failed":
-                entry.state, entry.error = "unloaded", None
+            entry.reset()
         return entry

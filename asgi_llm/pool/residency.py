@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import anyio
 
 from ..config import Settings
-from ..core import InsufficientMemory, ModelNotReady, Overloaded
+from ..core import InsufficientMemory, ModelFacts, ModelNotReady, Overloaded
 from ..core.memory import MemoryEstimate
 from ..engines.gguf_metadata import read_facts
 from ..engines.memory_estimate import estimate_memory, kv_refusal
@@ -98,14 +98,15 @@ class Residency:
             path = entry.config.resolved_path()
         except RuntimeError:  # no packaged model: loading will say so
             return
-        entry.facts = await asyncio.to_thread(read_facts, path)
-        self.estimate(entry)
+        self.estimate(entry, await asyncio.to_thread(read_facts, path))
 
-    def estimate(self, entry: ModelEntry) -> None:
+    def estimate(self, entry: ModelEntry, facts: ModelFacts | None = None) -> None:
+        """The memory `entry` takes once loaded, from its header's `facts` (default: those read before)."""
+        facts = entry.facts if facts is None else facts
         gpus = len(self._models.settings.gpu_memory_budget or ()) or 1  # the devices the budget names
-        entry.cost = estimate_memory(
-            entry.config, entry.facts, file_size(entry.config), gpus=gpus, adapters=adapters_size(entry.config)
-        )
+        config = entry.config
+        cost = estimate_memory(config, facts, file_size(config), gpus=gpus, adapters=adapters_size(config))
+        entry.estimated(facts, cost)
 
     def startup(self, entries: Iterable[ModelEntry]) -> list[ModelEntry]:
         """Those of `entries` (startup models, in config order) that fit the limits together
@@ -132,9 +133,8 @@ class Residency:
 
     def pin(self, entry: ModelEntry, pinned: bool) -> bool:
         """Pin (never unloaded to make room) or unpin `entry`; whether that changed it."""
-        if entry.pinned == pinned:
+        if not entry.pin(pinned):
             return False
-        entry.pinned = pinned
         self._room.set()
         return True
 
@@ -177,7 +177,7 @@ class Residency:
                 resident = [s for s in self._models.entries if s.resident and s is not entry]
                 short = self._shortfall(entry, resident)
                 if short is None:
-                    entry.admitted = True
+                    entry.admit()
                     return
                 pinned = [s for s in resident if s.pinned]
                 limit = self._shortfall(entry, pinned)
@@ -186,15 +186,16 @@ class Residency:
                         f"The model '{entry.config.id}' (estimated {_cost_text(entry.cost)}) cannot be loaded within "
                         f"{limit.text}, even after unloading every unpinned model."
                     )
-                movable = sorted((s for s in resident if not s.pinned and short.held(s) > 0), key=lambda s: s.last_used)
-                idle = [s for s in movable if s.active == 0 and s.state == "ready"]
+                movable = [s for s in resident if not s.pinned and short.held(s) > 0]
+                movable.sort(key=lambda s: s.holders.last_used)
+                idle = [s for s in movable if s.holders.count == 0 and s.state == "ready"]
                 if idle:
                     log.info("unloading model %s to make room for %s", idle[0].config.id, entry.config.id)
                     await self.release(idle[0])
                     continue
-                busy = [s for s in movable if s.state == "ready" and not s.unload_pending]
+                busy = [s for s in movable if s.state == "ready" and not s.holders.unload_pending]
                 if busy:  # unloads when its requests finish (Ollama's behaviour too)
-                    busy[0].keep_alive, busy[0].unload_pending = 0, True
+                    busy[0].ask_unload()
                 left = deadline - time.monotonic()
                 try:
                     with anyio.fail_after(max(left, 0)):

@@ -27,13 +27,32 @@ class Roster:
     def started(self) -> bool:
         return self.users > 0
 
+    def join(self) -> bool:
+        """One more host runs the pool; whether it is the first (and the pool starts)."""
+        self.users += 1
+        return self.users == 1
+
+    def leave(self) -> bool:
+        """A host stops running the pool; whether it was the last (and the pool stops)."""
+        if self.users == 0:
+            return False
+        self.users -= 1
+        return self.users == 0
+
+    def retired(self, entries: list[ModelEntry]) -> None:
+        """The models a reload dropped while requests still held them (none once the pool stops)."""
+        self.removed = entries
+
     def serve(self, settings: Settings) -> None:
         """Serve `settings`' models (with `models_dir`'s, read now), none of them loaded."""
         settings = settings.with_models_dir()
         self.replace(settings, [ModelEntry(config) for config in settings.models])
 
-    def replace(self, settings: Settings, entries: list[ModelEntry]) -> None:
-        """Serve `entries`, the models of `settings` (a reload's)."""
+    def replace(self, settings: Settings, entries: list[ModelEntry], *, configured: Settings | None = None) -> None:
+        """Serve `entries`, the models of `settings` (a reload's, from the settings it was
+        `configured` with, where it was given new ones)."""
+        if configured is not None:
+            self.configured = configured
         self.settings = settings
         self.entries = entries
         self.by_name = {name: entry for entry in entries for name in entry.config.names}

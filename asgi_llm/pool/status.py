@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..core import EngineHealth, ModelCard, TemplateInUse, template_in_use
+from ..core import EngineHealth, ModelCard, ModelState, TemplateInUse, template_in_use
 from .entry import ModelEntry, file_size
 from .report import ModelReport
 from .residency import Residency
@@ -30,7 +30,7 @@ class Status:
         models = [report.health_row(limited) for report in self.reports()]
         pending = [e for e in entries if e.config.load == "startup" and e.state == "loading" and e.at_startup]
         failed = any(e.state == "failed" for e in entries)
-        stalled = any(e.reported_state == "stalled" for e in entries)
+        stalled = any(_state(e) == "stalled" for e in entries)
         loading = pending or not self._models.started
         status = "error" if failed else "stalled" if stalled else "loading" if loading else "ok"
         body: dict[str, Any] = {"status": status, "models": models}
@@ -53,11 +53,11 @@ class Status:
                 created=self._created,
                 owned_by="asgi-llm",
                 aliases=s.config.aliases,
-                state=s.reported_state,
+                state=_state(s),
                 context_length=s.engine.context_length if s.engine is not None else s.config.n_ctx,
                 embeddings=s.config.embeddings,
                 embedding_dimensions=s.config.embedding_dimensions,
-                expires_at=s.expires_at,
+                expires_at=s.holders.expires_at,
                 size=file_size(s.config),
                 memory=memory.total,
                 memory_vram=sum(memory.gpu),
@@ -78,6 +78,28 @@ class Status:
         return engine.waiting if engine is not None else 0
 
 
+def _state(entry: ModelEntry) -> ModelState:
+    """Its state as reported: a loaded model whose engine says it cannot serve now is `stalled`."""
+    if entry.state == "ready" and entry.engine is not None and entry.engine.health().stalled is not None:
+        return "stalled"
+    return entry.state
+
+
+def _error(entry: ModelEntry) -> str | None:
+    """Why the model cannot serve: its load's failure, or what its engine says."""
+    if entry.state == "ready" and entry.engine is not None:
+        return entry.engine.health().stalled
+    return entry.error
+
+
+def _progress(entry: ModelEntry) -> float | None:
+    """How far a loading model has read its weights (0 to 1); None unless it is loading."""
+    if entry.state != "loading":
+        return None
+    engine = entry.loading_engine
+    return round(float(engine.progress), 3) if engine is not None else 0.0
+
+
 def _template(entry: ModelEntry) -> TemplateInUse | None:
     """The chat template serving a local model, once its file's header is read (or the config names one)."""
     config = entry.config
@@ -93,23 +115,23 @@ def _described(template: TemplateInUse | None) -> dict[str, Any] | None:
 
 
 def _report(entry: ModelEntry, now: float, wall: float) -> ModelReport:
-    engine = entry.engine
+    engine, holders = entry.engine, entry.holders
     health = engine.health() if engine is not None else None
     upstream = entry.config.is_upstream
     return ModelReport(
         id=entry.config.id,
         aliases=tuple(entry.config.aliases),
-        state=entry.reported_state,
+        state=_state(entry),
         kind="upstream" if upstream else "local",
-        progress=entry.progress if entry.state == "loading" else None,
-        error=entry.reported_error or None,
+        progress=_progress(entry),
+        error=_error(entry) or None,
         pinned=entry.pinned,
         estimated_memory=None if upstream else entry.cost.as_dict(),
         actual_memory=measured.as_dict() if (measured := entry.measured) is not None else None,
-        requests_in_flight=entry.active,
+        requests_in_flight=holders.count,
         queued=engine.waiting if engine is not None else 0,
-        last_used=round(wall - (now - entry.last_used), 3) if entry.last_used else None,
-        expires_at=entry.expires_at,
+        last_used=round(wall - (now - holders.last_used), 3) if holders.last_used else None,
+        expires_at=holders.expires_at,
         survived=None
         if health is None
         else {"faults": health.faults, "stalls": health.stalls, "restarts": health.restarts},
