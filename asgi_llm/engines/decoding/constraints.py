@@ -27,11 +27,23 @@ from .grammar import checked_output, validator
 from .tool_calls import forced_calls, plan_calls
 from .tool_detect import detected_calls, trigger_grammars
 
-__all__ = ["Constraint", "LazyCalls", "compiles", "constraint_for", "forces_call", "new_call_id", "offers_tools"]
+__all__ = [
+    "Constraint",
+    "Held",
+    "LazyCalls",
+    "compiles",
+    "constraint_for",
+    "forces_call",
+    "new_call_id",
+    "offers_tools",
+]
 
 ANY_OBJECT = Rewritten(Plain("object"))
 Events = Iterable[GenerationEvent | None]
 Wrap = Callable[[Events], Iterator[GenerationEvent | None]]
+Held = Callable[[], bool]
+"""Whether decoding holds a call begun in free text to its grammar, with room to finish it."""
+Watch = Callable[[Events, Held], Iterator[GenerationEvent | None]]
 
 
 @dataclass(frozen=True)
@@ -51,8 +63,8 @@ class LazyCalls:
 class Constraint:
     """Decode with `sampling`, under `grammar` if one is given (compiled from `form`, or a
     client's own; `param` names it in errors), calls begun in free text under `lazy`, and send
-    each choice's events through `wrap`. `distinct` is the JSON nesting level of values (calls)
-    that must not repeat: a repeat ends the output."""
+    each choice's events through `wrap` (with `auto` calls, `watch`: see `wrap_for`). `distinct`
+    is the JSON nesting level of values (calls) that must not repeat: a repeat ends the output."""
 
     sampling: SamplingParams
     form: Rewritten | None = None
@@ -61,6 +73,13 @@ class Constraint:
     lazy: LazyCalls | None = None
     distinct: int | None = None
     grammar: CompiledGrammar | None = None
+    watch: Watch | None = None
+
+    def wrap_for(self, held: Held) -> Wrap:
+        """The wrap of one choice whose decoding tells, through `held`, whether it holds a call
+        begun in free text to its grammar: such calls stream as they are decoded."""
+        watch = self.watch
+        return self.wrap if watch is None else lambda events: watch(events, held)
 
     @property
     def held(self) -> bool:
@@ -117,8 +136,11 @@ def constraint_for(
         return Constraint(sampling, enforced.form, fmt.param, checked, grammar=grammar)
     if isinstance(request, ChatRequest) and offers_tools(request):
         lazy = _lazy_calls(request, grammars)
-        detect: Wrap = lambda events: detected_calls(events, lazy.checks, new_id, parallel=lazy.parallel)
-        return Constraint(sampling, wrap=detect, lazy=lazy)
+
+        def watch(events: Events, held: Held = lambda: False) -> Iterator[GenerationEvent | None]:
+            return detected_calls(events, lazy.checks, new_id, parallel=lazy.parallel, held=held)
+
+        return Constraint(sampling, wrap=watch, lazy=lazy, watch=watch)
     return Constraint(sampling)
 
 

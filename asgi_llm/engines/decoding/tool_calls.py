@@ -25,7 +25,16 @@ from .forms import Choice, Closed, Form, Items, Rewritten, values_of
 from .grammar import literal_safe
 from .walk import Unsatisfiable
 
-__all__ = ["CallPlan", "JsonValues", "Repeats", "canonical_json", "forced_calls", "plan_calls", "with_tools_note"]
+__all__ = [
+    "CallPlan",
+    "JsonValues",
+    "Repeats",
+    "canonical_json",
+    "checked_call",
+    "forced_calls",
+    "plan_calls",
+    "with_tools_note",
+]
 
 log = logging.getLogger("asgi_llm.engine")
 
@@ -184,14 +193,15 @@ class Repeats:
         return self._ended
 
 
-def _call(scan: CallDone, checks: Mapping[str, Validator]) -> tuple[str, str]:
-    """A decoded call's tool name and arguments, checked against the tool's schema.
+def checked_call(scan: CallDone, checks: Mapping[str, Validator]) -> tuple[str, str]:
+    """A decoded call's tool name and arguments (under "arguments", or Llama's "parameters"),
+    checked against the tool's schema.
 
     The arguments are the model's own text of the value (the text streamed), not a re-encoding.
     """
     try:
         call = json.loads(scan.text)
-        name, arguments = call["name"], call["arguments"]
+        name, arguments = call["name"], call["arguments" if "arguments" in call else "parameters"]
         valid = checks[name].is_valid(arguments)
         encoded = json.dumps(arguments, ensure_ascii=False, allow_nan=False)  # no NaN nor Infinity
     except (ValueError, KeyError, TypeError):
@@ -233,7 +243,7 @@ def forced_calls(
                     if streaming:
                         yield ToolCallDelta(scan.text, index=i, call_index=count)
                 else:
-                    name, arguments = _call(scan, plan.checks)
+                    name, arguments = checked_call(scan, plan.checks)
                     if ended := repeats.past_end(name, arguments):
                         break
                     if not streaming:

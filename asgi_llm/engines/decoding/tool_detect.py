@@ -18,6 +18,7 @@ from typing import Any
 from ...core.events import Finish, GenerationEvent, TextDelta, TokenLogprob, ToolCallDelta, ToolCallEnd, ToolCallStart
 from .checks import Validator
 from .grammar import as_rule, relax_space
+from .held_calls import HeldCalls
 from .tool_calls import Repeats
 
 __all__ = [
@@ -252,18 +253,24 @@ def detected_calls(
     new_id: Callable[[], str],
     *,
     parallel: bool = True,
+    held: Callable[[], bool] = lambda: False,
 ) -> Iterator[GenerationEvent | None]:
     """One choice's decoded events with the calls in its text turned into tool-call events.
 
-    Logprobs stay with text; those of tokens that became calls are dropped. Without `parallel`
-    only the first call is sent. A call that repeats an earlier one (same tool, same arguments)
-    is not sent again, nor any after it: the engine ends the output there, as for forced calls.
-    A choice that made calls and ended on its own ends with reason "tool_calls".
+    A call is sent whole once it is complete and checked, since until then it may turn out to be
+    no call; but where decoding holds a begun call to its grammar, with room to finish it (`held`
+    says so once the call has begun), the rest of the output is calls, and they stream as they are
+    decoded (`held_calls.HeldCalls`). Logprobs stay with text; those of tokens that became calls
+    are dropped. Without `parallel` only the first call is sent. A call that repeats an earlier
+    one (same tool, same arguments) is not sent again, nor any after it: the engine ends the
+    output there, as for forced calls. A choice that made calls and ended on its own ends with
+    reason "tool_calls".
     """
     detector = CallDetector(checks)
     calls = 0
     logprobs: list[TokenLogprob] = []
     repeats = Repeats()
+    stream: HeldCalls | None = None
 
     def send(outputs: list[Output], index: int) -> Iterator[GenerationEvent]:
         nonlocal calls
@@ -280,9 +287,19 @@ def detected_calls(
             logprobs.clear()
 
     for event in events:
-        if isinstance(event, TextDelta):
+        if isinstance(event, TextDelta) and stream is not None:
+            yield from stream.feed(event.text, event.index)
+        elif isinstance(event, TextDelta):
             logprobs.extend(event.logprobs)
             yield from send(detector.feed(event.text), event.index)
+            if detector.in_call and held():
+                marker, text = detector.marker or "", detector.call_text
+                level = call_level(marker, text)
+                stream = HeldCalls(marker, level, checks, new_id, parallel=parallel, repeats=repeats, first=calls)
+                yield from stream.feed(text, event.index)
+                logprobs.clear()
+        elif isinstance(event, Finish) and stream is not None:
+            yield from stream.finish(event)
         elif isinstance(event, Finish):
             yield from send(detector.finish(), event.index)
             if logprobs and not calls:

@@ -167,8 +167,9 @@ class TokenChoice:
             self._logprobs.append(logprob(model, self._decoder.logits(row), token, piece, out.params.top_logprobs))
         events: list[GenerationEvent] = []
         text = self._reason(self.utf8.decode(piece), events)
-        sampling.saw(text)
-        text = self.stops.feed(text)
+        sampling.saw(text, remaining - 1)
+        # A call held to its grammar is not cut by a stop sequence (from the text that begins it), as a forced one is not.
+        text = self.stops.flush() + text if sampling.held_call() else self.stops.feed(text)
         if self.stops.matched is not None:
             if text or self._logprobs:
                 events.append(self._text(text))

@@ -212,7 +212,8 @@ class Runtime:
                 closing=lambda: model.tokenize(f"{THINK[1]}\n\n", add_bos=False),
                 ends=ends,
             )
-            return TokenChoice(model, self.decoder, tokens, sampling, output, wrap=constraint.wrap, tally=self.tally)
+            wrap = constraint.wrap_for(sampling.held_call)
+            return TokenChoice(model, self.decoder, tokens, sampling, output, wrap=wrap, tally=self.tally)
 
         return choice
 

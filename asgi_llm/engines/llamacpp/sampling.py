@@ -158,7 +158,9 @@ class Sampling:
     same): most tokens cost one check instead of a pass over every token. Where the client's bias
     and the penalties leave none of the tokens the grammar allows, the model's own favourite among
     them is taken; where the grammar allows none at all, the output ends. With `lazy` calls the
-    text is watched, and the grammar joins once a call begins, primed with the call so far.
+    text is watched, and the grammar joins once a call begins, primed with the call so far; where
+    the budget left has room for the call's shortest ending, the call is `held_call`: it will end
+    inside its grammar, so its arguments can stream and no stop sequence may cut it.
 
     A grammar comes with a `Closer`, which ends the output inside the grammar before its token
     budget runs out; with `distinct` set, a complete JSON value at that nesting level (a call)
@@ -199,6 +201,7 @@ class Sampling:
         self._watching = lazy is not None  # for calls in free text
         self._lazy = lazy if lazy is not None and lazy[1] is not None else None
         self._trigger = CallDetector(self._lazy[0].checks) if self._lazy is not None else None
+        self._held_call = False
 
     def _hold(self, grammar: Any, shape: Grammar | None, primed: str = "") -> None:
         self._grammar = grammar
@@ -318,7 +321,12 @@ class Sampling:
         """Whether the output is being ended where its grammar allows (a repeated call, or the budget)."""
         return self._closer is not None and self._closer.closing
 
-    def saw(self, text: str) -> None:
+    def held_call(self) -> bool:
+        """Whether a call begun in free text is held to its grammar, with room to end inside it."""
+        return self._held_call
+
+    def saw(self, text: str, left: int) -> None:
+        """The output's next text (its answer's: no reasoning), `left` tokens being left after it."""
         self._watch_repeats(text)
         trigger = self._trigger
         if trigger is None or self._lazy is None:
@@ -335,6 +343,7 @@ class Sampling:
             grammar, spelled = primed
             shape = calls.shapes[gbnf] if gbnf in calls.shapes else readable(gbnf)  # read before, off this thread
             self._hold(grammar, shape, spelled)
+            self._held_call = self._closer is not None and self._closer.least() <= left
             if calls.parallel:  # calls after this one: a repeat ends the output, as for forced calls
                 self._values = JsonValues(call_level(trigger.marker or "", trigger.call_text))
                 self._watch_repeats(trigger.call_text)
