@@ -153,7 +153,7 @@ class LLMApp:
             middleware=self.middleware,
             web_ui=web_ui,
         )
-        twin._endpoint.runs = self._endpoint.runs  # one registry of background Responses per store
+        twin._endpoint = Endpoint(self.pool, self.store, self.settings.max_body_bytes, runs=self._endpoint.runs)
         return twin
 
     def in_front_of(self, app: ASGIApp) -> ASGIApp:

@@ -1,7 +1,7 @@
 """Protocol-neutral requests, events, errors and the engine contract. No I/O here."""
 
 from .catalog import ModelCard, ModelFacts, ModelState
-from .engine import Engine, EngineHealth, Tokenizer
+from .engine import Embedder, Engine, EngineHealth, LoraOwner, Reranker, Tokenizer, TokenizerOwner
 from .errors import (
     BadGateway,
     ContextOverflow,
@@ -75,6 +75,7 @@ __all__ = [
     "CompletionRequest",
     "ContextOverflow",
     "DetokenizeRequest",
+    "Embedder",
     "Embedding",
     "EmbeddingRequest",
     "EmbeddingResult",
@@ -92,6 +93,7 @@ __all__ = [
     "InvalidRequest",
     "LLMError",
     "LoraAdapters",
+    "LoraOwner",
     "MemoryEstimate",
     "Message",
     "MethodNotAllowed",
@@ -112,6 +114,7 @@ __all__ = [
     "RerankKind",
     "RerankRequest",
     "RerankResult",
+    "Reranker",
     "RetryLater",
     "Role",
     "RouteNotFound",
@@ -125,6 +128,7 @@ __all__ = [
     "TokenLogprob",
     "TokenizeRequest",
     "Tokenizer",
+    "TokenizerOwner",
     "TokenizerRequest",
     "TokenizerResult",
     "ToolCall",

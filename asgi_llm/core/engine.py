@@ -8,10 +8,10 @@ from typing import Any, Protocol, runtime_checkable
 
 from .events import EmbeddingResult, EngineEvent
 from .memory import MemoryEstimate
-from .ranking import LoraAdapters, RerankKind, RerankRequest, RerankResult
+from .ranking import LoraAdapters, RerankRequest, RerankResult
 from .requests import ChatRequest, EmbeddingRequest, GenerationRequest
 
-__all__ = ["Engine", "EngineHealth", "Tokenizer"]
+__all__ = ["Embedder", "Engine", "EngineHealth", "LoraOwner", "Reranker", "Tokenizer", "TokenizerOwner"]
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,11 @@ class Tokenizer(Protocol):
 
 @runtime_checkable
 class Engine(Protocol):
-    """Runs one model. Errors are raised as `asgi_llm.core.errors.LLMError`.
+    """Runs one model: what every engine has. Errors are raised as `asgi_llm.core.errors.LLMError`.
+
+    What only some engines can do is a protocol of its own below (`Embedder`, `Reranker`,
+    `TokenizerOwner`, `LoraOwner`), which an engine declares by subclassing it and the endpoint
+    checks by type where a route needs it: no engine implements an ability to refuse it.
 
     The pool reads `progress`, `waiting`, `memory`, `health()` and `describe()` from the event
     loop: they answer at once (a plain attribute satisfies a read-only property here).
@@ -57,20 +61,7 @@ class Engine(Protocol):
     """
 
     @property
-    def supports_embeddings(self) -> bool: ...
-
-    @property
     def context_length(self) -> int: ...
-
-    @property
-    def rerank_kind(self) -> RerankKind | None:
-        """How it ranks documents for `/rerank`; None where it cannot (an upstream)."""
-        ...
-
-    @property
-    def lora(self) -> LoraAdapters | None:
-        """Its LoRA adapters; None where it has none to set (an upstream)."""
-        ...
 
     @property
     def progress(self) -> float:
@@ -102,17 +93,41 @@ class Engine(Protocol):
 
     def generate(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]: ...
 
-    async def embed(self, request: EmbeddingRequest) -> EmbeddingResult: ...
-
-    async def rerank(self, request: RerankRequest) -> RerankResult:
-        """Each document's relevance to the query; raises `Unsupported` where `rerank_kind` is None."""
-        ...
-
     async def count_tokens(self, request: GenerationRequest) -> int:
         """Prompt tokens the request would use (chat template applied); raises like `generate`."""
         ...
 
-    def tokenizer(self) -> Tokenizer:
-        """The loaded model's tokenizer; raises `Unsupported` where this engine has none to ask
-        (an upstream), `ModelNotReady` while the model cannot serve."""
+
+@runtime_checkable
+class Embedder(Protocol):
+    """An engine that embeds text. A model serves embeddings where its engine is one and its
+    config says `embeddings = true`."""
+
+    async def embed(self, request: EmbeddingRequest) -> EmbeddingResult: ...
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """An engine that scores documents against a query for `/rerank` (its model's classifier, or
+    a chat model judging each)."""
+
+    async def rerank(self, request: RerankRequest) -> RerankResult:
+        """Each document's relevance to the query."""
         ...
+
+
+@runtime_checkable
+class TokenizerOwner(Protocol):
+    """An engine whose model's vocabulary and chat template can be asked here (`/tokenize`,
+    `/detokenize`, `/apply-template`)."""
+
+    def tokenizer(self) -> Tokenizer:
+        """The loaded model's tokenizer; raises `ModelNotReady` while the model cannot serve."""
+        ...
+
+
+@runtime_checkable
+class LoraOwner(Protocol):
+    """An engine that applies LoRA adapters, whose default scales `/lora-adapters` lists and sets."""
+
+    def adapters(self) -> LoraAdapters: ...

@@ -22,10 +22,9 @@ from ..core import (
     TextDelta,
     Usage,
 )
-from ..core.engine import EngineHealth
+from ..core.engine import Embedder, EngineHealth, Reranker, TokenizerOwner
 from ..core.events import Embedding
 from ..core.memory import MemoryEstimate
-from ..core.ranking import LoraAdapters, RerankKind
 from .inference_thread import InferenceThread
 
 __all__ = ["FakeEngine"]
@@ -37,8 +36,9 @@ class _Gate(Protocol):
     def wait(self) -> Awaitable[object]: ...
 
 
-class FakeEngine:
-    """Replies with `pieces` for every choice; `loaded` gates `load()`; `error` is raised instead."""
+class FakeEngine(Embedder, Reranker, TokenizerOwner):
+    """Replies with `pieces` for every choice; `loaded` gates `load()`; `error` is raised instead.
+    It embeds, reranks and tokenizes (scripted); it has no LoRA adapters."""
 
     def __init__(
         self,
@@ -59,12 +59,6 @@ class FakeEngine:
         self.progress = 0.0  # how far `load` has got, as /health shows it: set it from a slow load
         self.waiting = 0  # requests queued, as metrics show them
         self.memory: MemoryEstimate | None = None  # what the model lists show it holds once loaded
-        self.rerank_kind: RerankKind | None = "rank" if config.rerank else "judge"
-        self.lora: LoraAdapters | None = None
-
-    @property
-    def supports_embeddings(self) -> bool:
-        return self.config.embeddings
 
     @property
     def context_length(self) -> int:

@@ -70,6 +70,10 @@ class InProcessCall:
     model: str | None = None
     error: LLMError | None = None
 
+    def serving(self, model_id: str) -> None:
+        """The model that serves it (the last one tried, through a fallback chain)."""
+        self.model = model_id
+
 
 @dataclass(frozen=True)
 class RequestInfo:
@@ -243,6 +247,10 @@ class Meter:
 
     def serving(self, model_id: str) -> None:
         self.model = model_id
+
+    def fail(self, status: int) -> None:
+        """A stream whose 200 went out ended with an error of `status` (see `failed`)."""
+        self.failed = status
 
     def event(self, event: GenerationEvent) -> None:
         if self.first_token_at is None:

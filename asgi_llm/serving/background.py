@@ -198,7 +198,7 @@ class BackgroundRuns:
             try:
                 await _generated(pool, route, parsed, encoder, run, meter, notes, store)
             except LLMError as error:
-                meter.failed = error.status
+                meter.fail(error.status)
                 encoder.error(error)
             except anyio.get_cancelled_exc_class():
                 if not scope.cancel_called:  # the server is going down, not a cancel
@@ -208,7 +208,7 @@ class BackgroundRuns:
                 raise
             except Exception:
                 log.exception("a background response failed")
-                meter.failed = InternalError.status
+                meter.fail(InternalError.status)
                 encoder.error(InternalError("The server had an error while generating."))
         final = encoder.snapshot("cancelled") if scope.cancelled_caught else encoder.final()
         run.add(encoder.kept())  # a failure's event

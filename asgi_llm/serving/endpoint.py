@@ -1,6 +1,8 @@
 """The one endpoint glue every protocol shares: body → parse → pool → render or stream.
 
-Written once; adapters stay pure. It watches for `http.disconnect` the whole time,
+Written once; adapters stay pure. Each route kind has one handler, looked up by the route's
+type: the generations and the catalog's and the stored state's routes here, the routes that
+ask a model something else in model_routes.py. It watches for `http.disconnect` the whole time,
 so a client that leaves stops its generation at the next token.
 """
 
@@ -9,13 +11,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import time
 import urllib.parse
-import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
-from typing import Any, TypeVar
-
-import anyio
+from typing import Any
 
 from ..adapters.base import (
     CountRoute,
@@ -34,82 +32,57 @@ from ..adapters.base import (
     StreamEncoder,
     TokenizerRoute,
 )
-from ..core import (
-    DetokenizeRequest,
-    Engine,
-    EngineEvent,
-    GenerationEvent,
-    InternalError,
-    InvalidRequest,
-    LLMError,
-    PromptRead,
-    Queued,
-    TemplateRequest,
-    Tokenizer,
-    TokenizerRequest,
-    TokenizerResult,
-    Unsupported,
-    Usage,
-)
-from ..core.catalog import ModelCard
-from ..core.embedding_sizes import embedding_size, shortened
-from ..core.policy import KeyInfo
+from ..core import EngineEvent, GenerationEvent, InternalError, InvalidRequest, LLMError, PromptRead, Queued, Usage
 from ..http.asgi import Receive, Scope, Send, send_json, send_text, start_stream
-from ..http.body import ClientGone, json_body
-from ..http.context import InProcessCall, Meter, RequestContext, request_context, request_info, send_error
+from ..http.body import ClientGone
+from ..http.context import InProcessCall, Meter, request_context, request_info, send_error
 from ..pool import ModelPool
 from ..storage.state import owned_by
 from .background import BackgroundRuns, send_streamed
+from .call import Call, Disconnected, check_context, meta
 from .fallback import Fallbacks, with_fallback_header
-from .model_routes import lora_adapters, rerank
+from .model_routes import count, embed, lora_adapters, rerank, tokenize
 
 __all__ = ["Endpoint"]
 
 log = logging.getLogger("asgi_llm.endpoint")
-T = TypeVar("T")
 
-
-class _Disconnected(Exception):
-    pass
-
-
-async def _until_disconnect(receive: Receive, work: Callable[[], Awaitable[T]]) -> T:
-    """Run `work`, cancelling it if the client disconnects first."""
-    result: list[T] = []
-    failure: Exception | None = None
-
-    async with anyio.create_task_group() as group:
-
-        async def watch() -> None:
-            while (await receive())["type"] != "http.disconnect":
-                pass
-            group.cancel_scope.cancel()
-
-        group.start_soon(watch)
-        try:
-            result.append(await work())
-        except Exception as exc:  # noqa: BLE001 (re-raised below, outside the task group's exception group)
-            failure = exc
-        group.cancel_scope.cancel()
-    if failure is not None:
-        raise failure
-    if not result:
-        raise _Disconnected()
-    return result[0]
+Handler = Callable[[Any, Call], Awaitable[None]]
+"""Serves one kind of route (the route, and the request on it)."""
 
 
 class Endpoint:
-    def __init__(self, pool: ModelPool, store: StateStore, max_body_bytes: int) -> None:
+    def __init__(
+        self, pool: ModelPool, store: StateStore, max_body_bytes: int, *, runs: BackgroundRuns | None = None
+    ) -> None:
         self._pool = pool
         self._store = store
         self._limit = max_body_bytes
-        self.runs = BackgroundRuns(store)  # background Responses: siblings share the first app's
+        self.runs = runs or BackgroundRuns(store)
+        """Background Responses: an app's siblings share its `runs` (one registry per store)."""
+        self._handlers: dict[type, Handler] = {
+            GenerateRoute: self._generate,
+            EmbedRoute: embed,
+            CountRoute: count,
+            TokenizerRoute: tokenize,
+            RerankRoute: rerank,
+            LoraRoute: lora_adapters,
+            InfoRoute: self._info,
+            StateRoute: self._state,
+        }
+        """One handler a route kind (adapters/base.py's `Route`), found by the route's type."""
 
-    async def __call__(self, route: Route, params: Mapping[str, str], scope: Scope, receive: Receive, send: Send) -> None:
+    async def __call__(
+        self, route: Route, params: Mapping[str, str], scope: Scope, receive: Receive, send: Send
+    ) -> None:
         """Errors leave in the request's protocol envelope (its `RequestInfo`), as the layers' do."""
         try:
-            await self._dispatch(route, params, scope, receive, send)
-        except (_Disconnected, ClientGone):
+            context = request_context(scope)
+            store = owned_by(self._store, None if context.key is None else context.key.name)
+            meter = context.meter or Meter()  # the usage and limits layers read it afterwards
+            call = Call(self._pool, scope, receive, send, params, context, meter, store, self._limit)
+            await self._handler(route)(route, call)
+        except (Disconnected, ClientGone):
             log.info("client disconnected")
         except LLMError as error:
             await send_error(scope, send, request_info(scope), error)
@@ -118,103 +91,31 @@ class Endpoint:
             failure = InternalError("The server had an error while processing your request.")
             await send_error(scope, send, request_info(scope), failure)
 
-    async def _dispatch(self, route: Route, params: Mapping[str, str], scope: Scope, receive: Receive, send: Send) -> None:
-        context = request_context(scope)
-        meter = context.meter or Meter()  # the usage and limits layers read it afterwards
-        store = owned_by(self._store, None if context.key is None else context.key.name)
-        has_body = scope["method"] not in ("GET", "HEAD", "DELETE") and not isinstance(route, StateRoute)
-        body = await json_body(scope, receive, self._limit) if has_body else None
-        if isinstance(route, (InfoRoute, StateRoute)):
-            headers = {bytes(k).decode("latin-1").lower(): bytes(v).decode("latin-1") for k, v in scope.get("headers", ())}
-            query = dict(urllib.parse.parse_qsl(bytes(scope.get("query_string", b"")).decode("latin-1")))
-            catalog = _visible(self._pool.catalog(), context.key, request_info(scope).resolve_model)
-            asked = InfoContext(catalog, params, headers, body, query, self.runs.owned_by(context.key, store))
-            if isinstance(route, InfoRoute):
-                status, reply = route.handle(asked)
-            else:
-                status, reply = await route.handle(asked, store)
-            if isinstance(reply, Streamed):
-                await _until_disconnect(receive, lambda: send_streamed(send, reply))
-                return
-            await (send_text(send, status, reply) if isinstance(reply, str) else send_json(send, status, reply))
-            return
-        if isinstance(route, EmbedRoute):
-            await self._embed(route, body, meter, context, receive, send)
-        elif isinstance(route, TokenizerRoute):
-            await self._tokenizer(route, body, meter, scope, receive, send)
-        elif isinstance(route, RerankRoute):
-            await rerank(self._pool, route, body, meter, lambda work: _until_disconnect(receive, work), send)
-        elif isinstance(route, LoraRoute):
-            first = lambda: _first(_visible(self._pool.catalog(), context.key, request_info(scope).resolve_model))
-            await lora_adapters(self._pool, route, scope, body, first, meter, send)
-        elif isinstance(route, CountRoute):
-            parsed = route.parse(body)
-            if route.resolve is not None:
-                parsed = await route.resolve(parsed, store)
-            async with self._pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
-                meter.serving(model_id)
-                count = await _until_disconnect(receive, lambda: engine.count_tokens(parsed.request))
-            await send_json(send, 200, route.render(parsed, count))
-        else:
-            trace, call = context.request_id, context.in_process
-            await self._generate(route, body, meter, context, store, trace, call, receive, send)
+    def _handler(self, route: Route) -> Handler:
+        for kind in type(route).__mro__:  # a route kind's subclass is served as its kind
+            if (handler := self._handlers.get(kind)) is not None:
+                return handler
+        raise TypeError(f"no handler serves a {type(route).__name__}")
 
-    async def _tokenizer(
-        self, route: TokenizerRoute[Any], body: Any, meter: Meter, scope: Scope, receive: Receive, send: Send
-    ) -> None:
-        parsed = route.parse(body)
-        name = parsed.request.model
-        if name is None:  # llama-server's shape names none: the first model this caller may use
-            name = _first(_visible(self._pool.catalog(), request_context(scope).key, request_info(scope).resolve_model))
-        async with self._pool.use(name) as (engine, model_id):
-            meter.serving(model_id)
-            asked = engine.tokenizer()
-            result = await _until_disconnect(receive, lambda: _ask(asked, parsed.request, engine.context_length))
-        await send_json(send, 200, route.render(parsed, result))
+    async def _info(self, route: InfoRoute, call: Call) -> None:
+        """Answered from the model catalog alone; never waits for a model."""
+        status, reply = route.handle(self._asked(call, await call.body()))
+        await _reply(call, status, reply)
 
-    async def _embed(
-        self,
-        route: EmbedRoute[Any],
-        body: Any,
-        meter: Meter,
-        context: RequestContext,
-        receive: Receive,
-        send: Send,
-    ) -> None:
-        parsed, trace, call = route.parse(body), context.request_id, context.in_process
-        if context.trace is not None:
-            context.trace.asked(parsed.request)
-        async with self._pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
-            meta = _meta(model_id, trace)
-            meter.serving(model_id)
-            _check_context(parsed, engine, model_id)
-            if not engine.supports_embeddings:
-                raise Unsupported(f"The model '{model_id}' does not serve embeddings.", param="model")
-            listed = next((m.embedding_dimensions for m in self._pool.settings.models if m.id == model_id), ())
-            size = embedding_size(parsed.request, listed, model_id)  # core/embedding_sizes.py
-            result = await _until_disconnect(receive, lambda: engine.embed(parsed.request))
-            result = result if size is None else shortened(result, size, model_id)
-            meter.usage(Usage(prompt_tokens=result.prompt_tokens, completion_tokens=0))
-        if call is not None:
-            call.model = model_id
-            await call.deliver(result)
-            await send_json(send, 200, {})
-            return
-        await send_json(send, 200, route.render(parsed, meta, result))
+    async def _state(self, route: StateRoute, call: Call) -> None:
+        """Reads or changes the stored state; no body is read."""
+        status, reply = await route.handle(self._asked(call, None), call.store)
+        await _reply(call, status, reply)
 
-    async def _generate(
-        self,
-        route: GenerateRoute[Any, Any],
-        body: Any,
-        meter: Meter,
-        context: RequestContext,
-        store: StateStore,
-        trace: str,
-        call: InProcessCall | None,
-        receive: Receive,
-        send: Send,
-    ) -> None:
-        parsed, notes = _capped(route.parse(body), context.max_tokens), context.trace
+    def _asked(self, call: Call, body: Any) -> InfoContext:
+        scope, key = call.scope, call.context.key
+        headers = {bytes(k).decode("latin-1").lower(): bytes(v).decode("latin-1") for k, v in scope.get("headers", ())}
+        query = dict(urllib.parse.parse_qsl(bytes(scope.get("query_string", b"")).decode("latin-1")))
+        return InfoContext(call.catalog(), call.params, headers, body, query, self.runs.owned_by(key, call.store))
+
+    async def _generate(self, route: GenerateRoute[Any, Any], call: Call) -> None:
+        context, meter, store, send = call.context, call.meter, call.store, call.send
+        parsed, notes = _capped(route.parse(await call.body()), context.max_tokens), context.trace
         if route.resolve is not None:
             parsed = await route.resolve(parsed, store)
         if notes is not None:
@@ -225,24 +126,26 @@ class Endpoint:
         if parsed.load_only:
             async with self._pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
                 meter.serving(model_id)
-                _check_context(parsed, engine, model_id)
-                await send_json(send, 200, route.render(parsed, _meta(model_id, trace), []))
+                check_context(parsed, engine, model_id)
+                await send_json(send, 200, route.render(parsed, meta(model_id, context.request_id), []))
             return
+        in_process = context.in_process
         chain = self._pool.chain(parsed.request.model)  # the model, then its fallbacks (fallback.py)
-        serving = Fallbacks(self._pool, chain, parsed.keep_alive, lambda e, m: _check_context(parsed, e, m))
-        serving.watchers += [meter.serving] if call is None else [meter.serving, lambda m: setattr(call, "model", m)]
-        send, meta = with_fallback_header(send, serving), _meta(serving.model, trace)
+        watchers = [meter.serving] if in_process is None else [meter.serving, in_process.serving]
+        checked = lambda e, m: check_context(parsed, e, m)
+        serving = Fallbacks(self._pool, chain, parsed.keep_alive, checked, watchers)
+        send, started = with_fallback_header(send, serving), meta(serving.model, context.request_id)
         events = serving.events(parsed.request)
         if notes is not None:
             events = notes.watch(events)
         async with contextlib.aclosing(events):
-            if call is not None:
-                await _until_disconnect(receive, lambda: _hand_over(events, meter, call, send))
+            if in_process is not None:
+                await call.until(lambda: _hand_over(events, meter, in_process, send))
             elif parsed.stream:
-                await _until_disconnect(receive, lambda: self._stream(route, parsed, meta, events, meter, store, send, serving))
+                await call.until(lambda: self._stream(route, parsed, started, events, meter, store, send, serving))
             else:
-                collected = await _until_disconnect(receive, lambda: _collect(events, meter))
-                final = route.render(parsed, dataclasses.replace(meta, model=serving.model), collected)
+                collected = await call.until(lambda: _collect(events, meter))
+                final = route.render(parsed, dataclasses.replace(started, model=serving.model), collected)
                 await _record(route, parsed, final, store)  # before the client can ask for it
                 await send_json(send, 200, final)
 
@@ -276,7 +179,7 @@ class Endpoint:
             if not isinstance(error, LLMError):
                 log.exception("generation failed before its first token")
                 error = InternalError("The server had an error while generating.")
-            meter.failed = error.status
+            meter.fail(error.status)
             tail = waiting.open() + waiting.error(error)
             await send({"type": "http.response.body", "body": tail, "more_body": False})
             return
@@ -294,11 +197,11 @@ class Endpoint:
             tail = encoder.close()
             await _record(route, parsed, encoder.final(), store)
         except LLMError as error:
-            meter.failed = error.status
+            meter.fail(error.status)
             tail = encoder.error(error)
         except Exception:
             log.exception("generation failed mid-stream")
-            meter.failed = InternalError.status
+            meter.fail(InternalError.status)
             tail = encoder.error(InternalError("The server had an error while generating."))
         await send({"type": "http.response.body", "body": tail, "more_body": False})
 
@@ -325,37 +228,18 @@ async def _hand_over(events: AsyncGenerator[EngineEvent, None], meter: Meter, ca
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
+async def _reply(call: Call, status: int, reply: Any) -> None:
+    if isinstance(reply, Streamed):
+        await call.until(lambda: send_streamed(call.send, reply))
+    elif isinstance(reply, str):
+        await send_text(call.send, status, reply)
+    else:
+        await send_json(call.send, status, reply)
+
+
 async def _record(route: GenerateRoute[Any, Any], parsed: Any, final: Any, store: StateStore) -> None:
     if route.record is not None and final is not None:
         await route.record(parsed, final, store)
-
-
-def _visible(catalog: list[ModelCard], key: KeyInfo | None, resolve: Callable[[str], str | None]) -> list[ModelCard]:
-    """The models a key may use, for model lists: a key limited to some models sees only those."""
-    if key is None:
-        return catalog
-    return [card for card in catalog if key.may_use(card.id, resolve)]
-
-
-def _first(catalog: list[ModelCard]) -> str:
-    if not catalog:
-        raise InvalidRequest("Missing required parameter: 'model'; no model is served to this key.", param="model")
-    return catalog[0].id
-
-
-async def _ask(tokenizer: Tokenizer, request: TokenizerRequest, context_length: int) -> TokenizerResult:
-    if isinstance(request, TemplateRequest):
-        return TokenizerResult(prompt=await tokenizer.render_chat(request.chat))
-    if isinstance(request, DetokenizeRequest):
-        return TokenizerResult(request.tokens, tuple(await tokenizer.pieces(request.tokens)))
-    text, add, parse = request.text, request.add_special, request.parse_special
-    tokens = await tokenizer.tokenize(text, add_special=add, parse_special=parse)
-    pieces = await tokenizer.pieces(tokens) if request.pieces else []
-    return TokenizerResult(tuple(tokens), tuple(pieces), context_length)
-
-
-def _meta(model_id: str, trace: str) -> Meta:
-    return Meta(request_id=uuid.uuid4().hex[:24], created=int(time.time()), model=model_id, trace=trace)
 
 
 async def _collect(events: AsyncGenerator[EngineEvent, None], meter: Meter) -> list[GenerationEvent]:
@@ -366,16 +250,6 @@ async def _collect(events: AsyncGenerator[EngineEvent, None], meter: Meter) -> l
         meter.event(event)
         collected.append(event)
     return collected
-
-
-def _check_context(parsed: Parsed[Any, Any], engine: Engine, model_id: str) -> None:
-    need = parsed.needs_context
-    if need is not None and need.tokens > engine.context_length:
-        raise InvalidRequest(
-            f"'{need.param}' asks for {need.tokens} tokens of context; the model '{model_id}' has "
-            f"{engine.context_length} (its n_ctx, set in the server's configuration).",
-            param=need.param,
-        )
 
 
 def _capped(parsed: Parsed[Any, Any], cap: int | None) -> Parsed[Any, Any]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any
 
 from ..core import Engine, EngineEvent, GenerationRequest, LLMError, PromptRead
@@ -43,15 +43,21 @@ class Fallbacks:
     until one yields an event; `model` is the one serving (or last tried), `failed` those that
     failed before it."""
 
-    def __init__(self, pool: ModelPool, chain: list[str], keep_alive: float | None, check: Check) -> None:
+    def __init__(
+        self,
+        pool: ModelPool,
+        chain: list[str],
+        keep_alive: float | None,
+        check: Check,
+        watchers: Sequence[Callable[[str], None]] = (),
+    ) -> None:
         self._pool = pool
         self._chain = chain
         self._keep_alive = keep_alive
         self._check = check
+        self._watchers = tuple(watchers)  # called with each model as it is tried (the usage meter names the last)
         self.model = chain[0]
         self.failed: list[str] = []
-        self.watchers: list[Callable[[str], None]] = []
-        """Called with each model as it is tried (the usage meter names the last)."""
 
     async def events(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
         reason: LLMError | None = None  # why the last model that failed did
@@ -60,7 +66,7 @@ class Fallbacks:
             try:
                 async with self._pool.use(model, keep_alive=self._keep_alive) as (engine, model_id):
                     self.model = model_id
-                    for watcher in self.watchers:
+                    for watcher in self._watchers:
                         watcher(model_id)
                     self._check(engine, model_id)
                     held: list[EngineEvent] = []  # the prompt's size, kept until this model has answered

@@ -1,63 +1,135 @@
-"""The routes that ask a loaded model something besides generating and tokenizing: `/rerank`,
-and its LoRA adapters (`/lora-adapters`). The endpoint calls these with the decoded body; it owns
-the disconnect watch and answers errors in the request's protocol."""
+"""The routes that ask a loaded model something besides generating: embeddings, a prompt's token
+count, its tokenizer and chat template, `/rerank`, and its LoRA adapters (`/lora-adapters`). One
+handler a route kind, which the endpoint looks up by the route's type; each checks by type that
+the model's engine has the ability the route needs (core/engine.py), and answers in the
+request's protocol through the endpoint, which owns the error envelope."""
 
 from __future__ import annotations
 
-import time
 import urllib.parse
-import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..adapters.base import LoraRoute, Meta, RerankRoute
-from ..core import Forbidden, ModelNotFound, RerankResult, Unsupported, Usage
-from ..http.asgi import Scope, Send, send_json
-from ..http.context import Meter, request_context, request_info
-from ..pool import ModelPool
+from ..adapters.base import CountRoute, EmbedRoute, LoraRoute, RerankRoute, TokenizerRoute
+from ..core import (
+    DetokenizeRequest,
+    Embedder,
+    Forbidden,
+    LoraOwner,
+    ModelNotFound,
+    Reranker,
+    TemplateRequest,
+    Tokenizer,
+    TokenizerOwner,
+    TokenizerRequest,
+    TokenizerResult,
+    Unsupported,
+    Usage,
+)
+from ..core.embedding_sizes import embedding_size, shortened
+from ..http.asgi import send_json
+from ..http.context import request_info
+from .call import Call, check_context, meta
 
-__all__ = ["lora_adapters", "rerank"]
-
-Until = Callable[[Callable[[], Awaitable[RerankResult]]], Awaitable[RerankResult]]
-"""Runs the work unless the client leaves first (the endpoint's disconnect watch)."""
+__all__ = ["count", "embed", "lora_adapters", "rerank", "tokenize"]
 
 
-async def rerank(pool: ModelPool, route: RerankRoute[Any], body: Any, meter: Meter, until: Until, send: Send) -> None:
+async def embed(route: EmbedRoute[Any], call: Call) -> None:
+    """A model serves embeddings where its engine is an `Embedder` and its config says so."""
+    parsed, context = route.parse(await call.body()), call.context
+    if context.trace is not None:
+        context.trace.asked(parsed.request)
+    async with call.pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
+        started = meta(model_id, context.request_id)
+        call.meter.serving(model_id)
+        check_context(parsed, engine, model_id)
+        config = next((m for m in call.pool.settings.models if m.id == model_id), None)
+        if not (isinstance(engine, Embedder) and config is not None and config.embeddings):
+            raise Unsupported(f"The model '{model_id}' does not serve embeddings.", param="model")
+        size = embedding_size(parsed.request, config.embedding_dimensions, model_id)  # core/embedding_sizes.py
+        result = await call.until(lambda: engine.embed(parsed.request))
+        result = result if size is None else shortened(result, size, model_id)
+        call.meter.usage(Usage(prompt_tokens=result.prompt_tokens, completion_tokens=0))
+    if (in_process := context.in_process) is not None:
+        in_process.serving(model_id)
+        await in_process.deliver(result)
+        await send_json(call.send, 200, {})
+        return
+    await send_json(call.send, 200, route.render(parsed, started, result))
+
+
+async def count(route: CountRoute[Any, Any], call: Call) -> None:
+    """A prompt's tokens, its chat template applied, without generating."""
+    parsed = route.parse(await call.body())
+    if route.resolve is not None:
+        parsed = await route.resolve(parsed, call.store)
+    async with call.pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
+        call.meter.serving(model_id)
+        tokens = await call.until(lambda: engine.count_tokens(parsed.request))
+    await send_json(call.send, 200, route.render(parsed, tokens))
+
+
+async def tokenize(route: TokenizerRoute[Any], call: Call) -> None:
+    """A model's tokenizer or chat template, asked without decoding; a request that names no model
+    (llama-server's shape) asks the first one the caller may use."""
+    parsed = route.parse(await call.body())
+    name = parsed.request.model
+    async with call.pool.use(call.first_model() if name is None else name) as (engine, model_id):
+        call.meter.serving(model_id)
+        if not isinstance(engine, TokenizerOwner):
+            raise Unsupported(
+                f"/tokenize, /detokenize and /apply-template are not available for '{model_id}': "
+                "its engine has no tokenizer to ask here.",
+                param="model",
+            )
+        asked = engine.tokenizer()
+        result = await call.until(lambda: _ask(asked, parsed.request, engine.context_length))
+    await send_json(call.send, 200, route.render(parsed, result))
+
+
+async def rerank(route: RerankRoute[Any], call: Call) -> None:
     """Scored like embeddings are counted: the prompt tokens read, no completion."""
-    parsed = route.parse(body)
-    async with pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
-        meter.serving(model_id)
-        if engine.rerank_kind is None:
+    parsed = route.parse(await call.body())
+    async with call.pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
+        call.meter.serving(model_id)
+        if not isinstance(engine, Reranker):
             message = f"The model '{model_id}' can rank documents neither by rank pooling nor by judging."
             raise Unsupported(message, param="model")
-        result = await until(lambda: engine.rerank(parsed.request))
-        meter.usage(Usage(prompt_tokens=result.prompt_tokens, completion_tokens=0))
-    meta = Meta(request_id=uuid.uuid4().hex[:24], created=int(time.time()), model=model_id)
-    await send_json(send, 200, route.render(parsed, meta, result))
+        result = await call.until(lambda: engine.rerank(parsed.request))
+        call.meter.usage(Usage(prompt_tokens=result.prompt_tokens, completion_tokens=0))
+    await send_json(call.send, 200, route.render(parsed, meta(model_id), result))
 
 
-async def lora_adapters(
-    pool: ModelPool, route: LoraRoute, scope: Scope, body: Any, first: Callable[[], str], meter: Meter, send: Send
-) -> None:
+async def lora_adapters(route: LoraRoute, call: Call) -> None:
     """GET lists the model's adapters and default scales; POST sets those it names (operator keys
     only, as the admin routes: it changes what every key's requests get). The model is the query's
-    `model`, else `first()`: the first one the caller may use."""
-    key, resolve = request_context(scope).key, request_info(scope).resolve_model
+    `model`, else the first one the caller may use."""
+    scope, key, body = call.scope, call.context.key, await call.body()
     query = dict(urllib.parse.parse_qsl(bytes(scope.get("query_string", b"")).decode("latin-1")))
-    model = query.get("model") or first()
-    if key is not None and not key.may_use(model, resolve):
+    model = query.get("model") or call.first_model()
+    if key is not None and not key.may_use(model, request_info(scope).resolve_model):
         raise ModelNotFound(model)
     scales = None
     if scope["method"] == "POST":
         if key is not None and not key.operator:
             raise Forbidden("Only an operator API key may set the LoRA adapters' default scales.")
         scales = route.parse(body)
-    async with pool.use(model) as (engine, model_id):
-        meter.serving(model_id)
-        adapters = engine.lora
-        if adapters is None:
+    async with call.pool.use(model) as (engine, model_id):
+        call.meter.serving(model_id)
+        if not isinstance(engine, LoraOwner):
             raise Unsupported(f"The model '{model_id}' has no LoRA adapters to list or set.", param="model")
+        adapters = engine.adapters()
         if scales is not None:
             adapters.set_defaults(scales)
         listing = adapters.listing()
-    await send_json(send, 200, route.render(model_id, listing))
+    await send_json(call.send, 200, route.render(model_id, listing))
+
+
+async def _ask(tokenizer: Tokenizer, request: TokenizerRequest, context_length: int) -> TokenizerResult:
+    if isinstance(request, TemplateRequest):
+        return TokenizerResult(prompt=await tokenizer.render_chat(request.chat))
+    if isinstance(request, DetokenizeRequest):
+        return TokenizerResult(request.tokens, tuple(await tokenizer.pieces(request.tokens)))
+    text, add, parse = request.text, request.add_special, request.parse_special
+    tokens = await tokenizer.tokenize(text, add_special=add, parse_special=parse)
+    pieces = await tokenizer.pieces(tokens) if request.pieces else []
+    return TokenizerResult(tuple(tokens), tuple(pieces), context_length)

@@ -15,7 +15,7 @@ from pydantic import SecretStr
 
 from asgi_llm import ApiKeyConfig, LLMApp, ModelConfig, ModelPool, Settings
 from asgi_llm.adapters.openai import OPENAI
-from asgi_llm.core import Unsupported
+from asgi_llm.core import Engine, TokenizerOwner
 from asgi_llm.engines.fake import ByteTokenizer, FakeEngine
 from asgi_llm.engines.upstream import UpstreamEngine
 
@@ -135,8 +135,28 @@ async def test_an_unknown_model_is_a_404() -> None:
     assert (error["code"], error["param"]) == ("model_not_found", "model")
 
 
-def test_an_upstream_model_refuses_naming_the_routes() -> None:
+class CoreOnly:
+    """An engine with only what every engine has, as an upstream one: no tokenizer to ask."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        fake = FakeEngine(config)
+        self.context_length, self.progress, self.waiting, self.memory = config.n_ctx, 0.0, 0, None
+        self.health, self.describe, self.load, self.close = fake.health, fake.describe, fake.load, fake.close
+        self.generate, self.count_tokens = fake.generate, fake.count_tokens
+
+
+def test_an_upstream_engine_declares_no_tokenizer() -> None:
     engine = UpstreamEngine(ModelConfig(id="far", base_url="http://upstream.invalid/v1"))
-    with pytest.raises(Unsupported, match="/tokenize") as refused:
-        engine.tokenizer()
-    assert (refused.value.status, refused.value.param) == (400, "model")
+    assert isinstance(engine, Engine) and not isinstance(engine, TokenizerOwner)
+    assert isinstance(CoreOnly(ModelConfig(id="m")), Engine) and not isinstance(CoreOnly(ModelConfig()), TokenizerOwner)
+
+
+@pytest.mark.parametrize("path", ["/tokenize", "/detokenize", "/apply-template"])
+async def test_a_model_whose_engine_has_no_tokenizer_refuses_naming_the_routes(path: str) -> None:
+    body = {"/tokenize": {"content": "a"}, "/detokenize": {"tokens": [97]}, "/apply-template": {"messages": USER}}
+    pool = ModelPool(Settings(models=(ModelConfig(id="far", path="a.gguf"),)), engine_factory=lambda c, t: CoreOnly(c))
+    app = LLMApp(pool=pool, adapters=(OPENAI,))
+    async with app.lifespan(), httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+        reply = await http.post(path, json=body[path])
+    error = reply.json()["error"]
+    assert (reply.status_code, error["param"]) == (400, "model") and "/tokenize" in error["message"], reply.text

@@ -133,7 +133,14 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.serving",
     ),
     "asgi_llm.serving.background": ("asgi_llm.core", "asgi_llm.http", "asgi_llm.adapters.base", "asgi_llm.pool"),
-    "asgi_llm.serving.model_routes": ("asgi_llm.core", "asgi_llm.http", "asgi_llm.adapters.base", "asgi_llm.pool"),
+    "asgi_llm.serving.model_routes": (
+        "asgi_llm.core",
+        "asgi_llm.http",
+        "asgi_llm.adapters.base",
+        "asgi_llm.pool",
+        "asgi_llm.serving.call",
+    ),
+    "asgi_llm.serving.call": ("asgi_llm.core", "asgi_llm.http", "asgi_llm.adapters.base", "asgi_llm.pool"),
     "asgi_llm.serving.fallback": ("asgi_llm.core", "asgi_llm.http.asgi", "asgi_llm.pool"),
     "asgi_llm.app": (
         "asgi_llm.core",

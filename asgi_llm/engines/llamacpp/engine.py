@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 
 from ...config import ModelConfig
-from ...core.engine import EngineHealth
+from ...core.engine import Embedder, EngineHealth, LoraOwner, Reranker, TokenizerOwner
 from ...core.errors import ContextOverflow, ModelNotReady, Overloaded
 from ...core.events import EmbeddingResult, EngineEvent
 from ...core.ranking import RerankKind, RerankRequest, RerankResult
@@ -43,8 +43,9 @@ which slows the inference thread's share of every step (measured: 12 ms a token 
 beside one compile), so a burst of new schemas waits rather than crowd the decode out."""
 
 
-class LlamaCppEngine:
-    """One GGUF model. Up to `config.parallel` choices decode at once; the rest wait in FIFO order."""
+class LlamaCppEngine(Embedder, Reranker, TokenizerOwner, LoraOwner):
+    """One GGUF model. Up to `config.parallel` choices decode at once; the rest wait in FIFO order.
+    It embeds, reranks, tokenizes and applies LoRA adapters."""
 
     def __init__(self, config: ModelConfig, thread: InferenceThread) -> None:
         self.config = config
@@ -61,10 +62,6 @@ class LlamaCppEngine:
         self.grammars = Grammars()
         """What its requests' schemas and grammars compiled to, kept (bounded) while it is loaded."""
         self._compiling = anyio.CapacityLimiter(COMPILES)
-
-    @property
-    def supports_embeddings(self) -> bool:
-        return self.config.embeddings
 
     @property
     def context_length(self) -> int:
@@ -184,6 +181,9 @@ class LlamaCppEngine:
 
     def tokenizer(self) -> Vocabulary:
         return Vocabulary(self._thread, self._serving())
+
+    def adapters(self) -> AdapterDefaults:
+        return self.lora
 
     def _serving(self) -> Runtime:
         """The loaded runtime, unless the model cannot serve a fresh request now."""

@@ -29,11 +29,10 @@ import httpx
 from pydantic import SecretStr
 
 from ...config import ModelConfig
-from ...core.engine import EngineHealth, Tokenizer
+from ...core.engine import Embedder, EngineHealth
 from ...core.errors import BadGateway, GatewayTimeout, LLMError, Unavailable, Unsupported
 from ...core.events import EmbeddingResult, EngineEvent
 from ...core.memory import MemoryEstimate
-from ...core.ranking import LoraAdapters, RerankKind, RerankRequest, RerankResult
 from ...core.requests import CompletionRequest, EmbeddingRequest, GenerationRequest
 from ...support.tasks import spawn
 from .discovery import discover, discover_settings, list_models
@@ -72,8 +71,10 @@ class _NotFound(Exception):
     """The upstream has no such endpoint (404 / 405)."""
 
 
-class UpstreamEngine:
-    """One model on one or more upstream replicas; nothing here runs a model in this process."""
+class UpstreamEngine(Embedder):
+    """One model on one or more upstream replicas; nothing here runs a model in this process. It
+    embeds; it neither reranks nor tokenizes (no standard OpenAI endpoint does), and LoRA adapters
+    are the upstream's business."""
 
     def __init__(self, config: ModelConfig, *, environ: Mapping[str, str] | None = None) -> None:
         env = os.environ if environ is None else environ
@@ -93,12 +94,6 @@ class UpstreamEngine:
         self.progress = 0.0  # no weights to read here: its load opens connections and checks the replicas
         self.waiting = 0  # requests queue at the upstream, not here
         self.memory: MemoryEstimate | None = None  # the model is held by the upstream, not in this process
-        self.rerank_kind: RerankKind | None = None  # no standard OpenAI endpoint reranks
-        self.lora: LoraAdapters | None = None  # adapters are the upstream's business
-
-    @property
-    def supports_embeddings(self) -> bool:
-        return self.config.embeddings
 
     @property
     def context_length(self) -> int:
@@ -147,17 +142,6 @@ class UpstreamEngine:
         if isinstance(usage, Mapping) and usage.get("prompt_tokens"):
             return usage_of(usage).prompt_tokens
         return estimate_prompt_tokens(request)
-
-    async def rerank(self, request: RerankRequest) -> RerankResult:
-        raise Unsupported(f"The model '{self.config.id}' is served upstream and cannot rerank here.", param="model")
-
-    def tokenizer(self) -> Tokenizer:
-        """No standard OpenAI endpoint tokenizes, so none is guessed at: refused, naming the routes."""
-        raise Unsupported(
-            f"/tokenize, /detokenize and /apply-template are not available for '{self.config.id}', "
-            "which is served by an upstream server.",
-            param="model",
-        )
 
     # -- generation ------------------------------------------------------------------
 
