@@ -14,8 +14,6 @@ N processes admit exactly what one would (budgets in a shared ledger are shared 
 
 from __future__ import annotations
 
-import datetime as dt
-import math
 import time
 from collections import deque
 from collections.abc import Callable, Collection
@@ -29,7 +27,17 @@ from asgi_llm.core.policy import KeyInfo, Limits
 from asgi_llm.http.asgi import ASGIApp, Message, Receive, Scope, Send
 from asgi_llm.http.context import Classify, meter_of, request_context, request_info, send_error
 
-from .ledger import DAY
+from .budgets import (
+    BudgetStore,
+    MemoryBudgets,
+    budgets_left,
+    charges_budgets,
+    limits_for,
+    over_budget,
+    too_many_concurrent,
+    too_many_requests,
+    too_many_tokens,
+)
 from .quota import Quota, quota_headers, tightest
 
 __all__ = ["ANONYMOUS", "Admission", "BudgetStore", "Gate", "Limiter", "LimitsMiddleware", "MemoryBudgets"]
@@ -37,45 +45,6 @@ __all__ = ["ANONYMOUS", "Admission", "BudgetStore", "Gate", "Limiter", "LimitsMi
 ANONYMOUS = ""
 """The name requests without an authenticated key are counted under."""
 MINUTE = 60.0
-
-
-class BudgetStore(Protocol):
-    async def charge(self, key: str, tokens: int, at: float) -> None: ...
-
-    async def spent(self, key: str, since: float) -> int:
-        """Tokens charged to `key` on UTC days starting at or after `since`."""
-        ...
-
-
-class MemoryBudgets:
-    """Budgets in memory (lost on restart); for tests and for when no ledger is configured."""
-
-    def __init__(self) -> None:
-        self._days: dict[str, dict[int, int]] = {}
-
-    async def charge(self, key: str, tokens: int, at: float) -> None:
-        days = self._days.setdefault(key, {})
-        day = int(at // DAY) * DAY
-        days[day] = days.get(day, 0) + tokens
-
-    async def spent(self, key: str, since: float) -> int:
-        return sum(tokens for day, tokens in self._days.get(key, {}).items() if day >= since)
-
-
-def _period(period: str, now: float) -> tuple[float, float | None]:
-    """The UTC start of the period holding `now`, and when the next one starts (None: never)."""
-    today = dt.datetime.fromtimestamp(now, dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    if period == "day":
-        return today.timestamp(), today.timestamp() + DAY
-    if period == "month":
-        start = today.replace(day=1)
-        following = (start + dt.timedelta(days=32)).replace(day=1)
-        return start.timestamp(), following.timestamp()
-    return 0.0, None
-
-
-_BUDGETS = (("tokens_per_day", "day"), ("tokens_per_month", "month"), ("tokens_total", "total"))
-_PER = {"day": "per day", "month": "per month", "total": "in total"}
 
 
 @dataclass(frozen=True)
@@ -91,20 +60,14 @@ class Admission:
 
 class Gate(Protocol):
     """What the limits layer needs of its counters: take a slot (or say why not), and give it
-    back with the tokens the request used. `Limiter` (one process) and `RedisLimiter` (shared)."""
+    back with the tokens the request used. `Limiter` (one process) and `RedisLimiter` (shared),
+    both applying the one policy of budgets.py."""
 
     def limits_for(self, identity: KeyInfo | None) -> Limits: ...
 
     async def enter(self, key: str, limits: Limits) -> Admission: ...
 
     async def leave(self, key: str, limits: Limits, admission: Admission, tokens: int) -> None: ...
-
-
-@dataclass(frozen=True)
-class _Budget:
-    name: str
-    period: str
-    quota: Quota
 
 
 class Limiter:
@@ -125,7 +88,7 @@ class Limiter:
         self._active: dict[str, int] = {}
 
     def limits_for(self, identity: KeyInfo | None) -> Limits:
-        return identity.limits if identity is not None and identity.limits is not None else self.default
+        return limits_for(identity, self.default)
 
     async def admit(self, key: str, limits: Limits) -> LLMError | None:
         """Takes a request slot, or says why not."""
@@ -135,10 +98,10 @@ class Limiter:
         """Takes a request slot, or says why not; either way, with what is left. Budgets are
         read first (they may await), then the in-memory checks and the taking happen with no
         await between them."""
-        budgets = await self.budget_quotas(key, limits)
+        budgets = await budgets_left(self.budgets, key, limits, self._clock())
         now = self._clock()
         refusal = (
-            _over_budget(budgets)
+            over_budget(budgets)
             or self._over_concurrency(key, limits)
             or self._over_rate(key, limits, now)
             or self._over_tokens(key, limits, now)
@@ -167,29 +130,8 @@ class Limiter:
         now = self._clock()
         if limits.tokens_per_minute is not None:
             self._tokens.setdefault(key, deque()).append((now, tokens))
-        if any(getattr(limits, name) is not None for name, _ in _BUDGETS):
+        if charges_budgets(limits):
             await self.budgets.charge(key, tokens, now)
-
-    async def charge_budgets(self, key: str, tokens: int) -> None:
-        await self.budgets.charge(key, tokens, self._clock())
-
-    @staticmethod
-    def over_budget(budgets: list[_Budget]) -> LLMError | None:
-        return _over_budget(budgets)
-
-    async def budget_quotas(self, key: str, limits: Limits) -> list[_Budget]:
-        """What is left of each of the key's budgets (a shared `Gate` reads them here too)."""
-        found: list[_Budget] = []
-        for name, period in _BUDGETS:
-            budget: int | None = getattr(limits, name)
-            if budget is None:
-                continue
-            now = self._clock()
-            start, renews = _period(period, now)
-            spent = await self.budgets.spent(key, start)
-            reset = None if renews is None else renews - now
-            found.append(_Budget(name, period, Quota(budget, max(budget - spent, 0), reset)))
-        return found
 
     def _minute_requests(self, key: str, limits: Limits, now: float) -> Quota | None:
         """Requests left this minute; whole again when the newest counted one leaves the window."""
@@ -209,9 +151,7 @@ class Limiter:
 
     def _over_concurrency(self, key: str, limits: Limits) -> RateLimited | None:
         if limits.max_concurrent is not None and self._active.get(key, 0) >= limits.max_concurrent:
-            return RateLimited(
-                f"Too many concurrent requests for this API key (limit {limits.max_concurrent}).", retry_after=1
-            )
+            return too_many_concurrent(limits)
         return None
 
     def _over_rate(self, key: str, limits: Limits, now: float) -> RateLimited | None:
@@ -223,10 +163,7 @@ class Limiter:
         if limits.requests_per_minute is None or not window or len(window) < limits.requests_per_minute:
             return None
         oldest = window[len(window) - limits.requests_per_minute]
-        return RateLimited(
-            f"Rate limit reached: {limits.requests_per_minute} requests per minute.",
-            retry_after=_wait(oldest + MINUTE - now),
-        )
+        return too_many_requests(limits, oldest + MINUTE - now)
 
     def _over_tokens(self, key: str, limits: Limits, now: float) -> RateLimited | None:
         window = self._tokens.get(key)
@@ -243,24 +180,7 @@ class Limiter:
             used -= tokens
             if used < limits.tokens_per_minute:
                 break
-        return RateLimited(
-            f"Rate limit reached: {limits.tokens_per_minute} tokens per minute.", retry_after=_wait(at + MINUTE - now)
-        )
-
-
-def _over_budget(budgets: list[_Budget]) -> LLMError | None:
-    for budget in budgets:
-        if budget.quota.remaining > 0:
-            continue
-        spent = f"The token budget of {budget.quota.limit} tokens {_PER[budget.period]} is spent"
-        if budget.quota.reset is None:  # waiting will not help: no Retry-After, and clients are told not to retry
-            return QuotaExhausted(f"{spent}; it does not renew. Ask the server's operator for a new budget.")
-        return RateLimited(f"{spent}.", retry_after=_wait(budget.quota.reset))
-    return None
-
-
-def _wait(seconds: float) -> int:
-    return max(math.ceil(seconds), 1)
+        return too_many_tokens(limits, at + MINUTE - now)
 
 
 _NO_RETRY = [("x-should-retry", "false")]

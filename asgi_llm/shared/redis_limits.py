@@ -26,8 +26,18 @@ from redis.retry import Retry
 
 from asgi_llm.core import LLMError, RateLimited
 from asgi_llm.core.policy import KeyInfo, Limits
+from asgi_llm.middleware.budgets import (
+    BudgetStore,
+    budgets_left,
+    charges_budgets,
+    limits_for,
+    over_budget,
+    too_many_concurrent,
+    too_many_requests,
+    too_many_tokens,
+)
 from asgi_llm.middleware.ledger import DAY
-from asgi_llm.middleware.limits import Admission, BudgetStore, Limiter
+from asgi_llm.middleware.limits import Admission
 from asgi_llm.middleware.quota import Quota, quota_headers, tightest
 
 from ..support.tasks import spawn
@@ -100,11 +110,6 @@ redis.call('PEXPIRE', KEYS[1], 60000)
 return 0
 """
 _PENDING_MAX = 100_000
-_MESSAGES = {
-    1: "Too many concurrent requests for this API key (limit {max_concurrent}).",
-    2: "Rate limit reached: {requests_per_minute} requests per minute.",
-    3: "Rate limit reached: {tokens_per_minute} tokens per minute.",
-}
 
 
 def redis_client(url: str, timeout: float) -> Redis:
@@ -114,6 +119,13 @@ def redis_client(url: str, timeout: float) -> Redis:
         url, socket_timeout=timeout, socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 1)
     )
     return client
+
+
+def _refusal(verdict: int, limits: Limits, wait: float) -> RateLimited:
+    """The script's verdict (1: concurrency, 2: requests, 3: tokens per minute) as the policy words it."""
+    if verdict == 1:
+        return too_many_concurrent(limits)
+    return too_many_requests(limits, wait) if verdict == 2 else too_many_tokens(limits, wait)
 
 
 def _names(key: str) -> tuple[str, str, str]:
@@ -148,28 +160,25 @@ class RedisLimiter:
         self._redis, self._guard = redis, guard
         self._admit_script = redis.register_script(_ADMIT)  # sent once, then called by its SHA
         self._ttl = max(int(lease_seconds * 1000), 100)
-        self._budget_reader = Limiter(default, budgets=budgets)  # its budget reading and messages, not its counters
         self._held: dict[str, str] = {}  # lease -> its sorted set
         self._pending: deque[tuple[bool, str, int, float]] = deque(maxlen=_PENDING_MAX)  # (budget?, key, tokens, at)
         self._renewer: asyncio.Task[None] | None = None
         self._flushing = anyio.Lock()  # one writer of the pending charges: none written twice
 
     def limits_for(self, identity: KeyInfo | None) -> Limits:
-        return self._budget_reader.limits_for(identity)
+        return limits_for(identity, self.default)
 
     async def enter(self, key: str, limits: Limits) -> Admission:
         try:
             await self._flush()
-            budgets = await self._budget_reader.budget_quotas(key, limits)
-            spent = self._budget_reader.over_budget(budgets)
+            budgets = await budgets_left(self.budgets, key, limits, time.time())
+            spent = over_budget(budgets)
             lease = uuid.uuid4().hex
             found = await self._guard.call(lambda: self._admit(key, limits, lease, take=spent is None))
         except LLMError as exc:  # the guard's BackendDown (Redis), or the ledger's (PostgreSQL)
             return Admission(None if self._guard.fail_open else exc, [])
         verdict, retry, requests, requests_reset, tokens, tokens_reset = (int(v) for v in found)
-        refusal = spent
-        if refusal is None and verdict:
-            refusal = RateLimited(_MESSAGES[verdict].format(**vars(limits)), retry_after=max(-(-retry // 1000), 1))
+        refusal = spent if spent is not None or not verdict else _refusal(verdict, limits, retry / 1000)
         if refusal is None:
             self._hold(lease, _names(key)[0])
         quotas = [*self._minute_tokens(limits, tokens, tokens_reset), *(b.quota for b in budgets)]
@@ -190,7 +199,7 @@ class RedisLimiter:
         now = time.time()
         if limits.tokens_per_minute is not None:
             self._pending.append((False, key, tokens, now))
-        if any(v is not None for v in (limits.tokens_per_day, limits.tokens_per_month, limits.tokens_total)):
+        if charges_budgets(limits):
             self._pending.append((True, key, tokens, now))
         with contextlib.suppress(LLMError):  # kept, and written once the store is back
             await self._flush()
