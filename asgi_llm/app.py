@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anyio
@@ -67,14 +67,14 @@ _IN_PROCESS_ROUTES: Router[tuple[Route | str, Adapter]] = Router(
 )
 
 
-def _store_from(settings: Settings, closers: list[Callable[[], Awaitable[None]]]) -> StateStore:
+def _store_from(settings: Settings, pool: ModelPool) -> StateStore:
     items, age = settings.state_max_items, settings.state_max_age_seconds
     if settings.state_url is not None:  # PostgreSQL, shared by every process (its client imported only then)
         from .shared.wiring import shared_store
 
         timeout, fail_open = settings.backend_timeout, settings.fail_open
         return shared_store(
-            settings.state_url, timeout=timeout, fail_open=fail_open, max_items=items, max_age=age, closers=closers
+            pool.clients, settings.state_url, timeout=timeout, fail_open=fail_open, max_items=items, max_age=age
         )
     if settings.state_store == "sqlite":
         return SQLiteStore(settings.state_path, max_items=items, max_age_seconds=age)
@@ -124,7 +124,7 @@ class LLMApp:
         self._health_path = health_path
         self._own_paths = {_HEALTH: health_path or "", _OPENAPI: openapi_path or "", _PAGE: PAGE_PATHS[0]}
         self._openapi: dict[str, Any] | None = None
-        self.store = store or _store_from(self.settings, self.pool.stopped)
+        self.store = store or _store_from(self.settings, self.pool)
         self._endpoint = Endpoint(self.pool, self.store, self.settings.max_body_bytes)
         self._lifespan_entered = False
         self._lazy_lock = anyio.Lock(fast_acquire=True)
@@ -246,7 +246,9 @@ class LLMApp:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Any = None) -> AsyncIterator[None]:
-        """Start the pool (models load in the background) and stop it on exit."""
+        """Start the pool (models load in the background) and stop it on exit; once the pool has
+        stopped with its last user, close the Redis and PostgreSQL clients it shares with its
+        siblings (`ModelPool.clients`)."""
         self._lifespan_entered = True
         await self.pool.start()
         await self._endpoint.runs.recover()  # background Responses a stopped server left unfinished
@@ -254,6 +256,8 @@ class LLMApp:
             yield
         finally:
             await self.pool.stop()
+            if not self.pool.started:
+                await self.pool.clients.aclose()
             self._lifespan_entered = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

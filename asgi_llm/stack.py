@@ -113,7 +113,7 @@ def _shared(pool: ModelPool) -> SharedBackends | None:
         timeout=settings.backend_timeout,
         fail_open=settings.fail_open,
         lease_seconds=settings.lease_seconds,
-        closers=pool.stopped,
+        clients=pool.clients,
     )
 
 

@@ -4,13 +4,14 @@ pool's parts and does no work of its own: `Lifecycle` and `Reloader` load, unloa
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from ..config import Settings, fallback_chain
 from ..core import Engine, EngineHealth, ModelCard
 from ..engines.inference_thread import InferenceThread
+from ..support.clients import Clients
 from .lifecycle import EngineFactory, Lifecycle, engine_for
 from .reload import Reloader
 from .residency import Residency
@@ -32,8 +33,9 @@ class ModelPool:
         self._models = Roster(settings or Settings())
         self.reloaded: list[Callable[[Settings], None]] = []
         """Called with the new settings after each `reload` (the auth layer re-reads its keys)."""
-        self.stopped: list[Callable[[], Awaitable[None]]] = []
-        """Awaited once the pool has stopped with its last user (shared backends close their connections)."""
+        self.clients = Clients()
+        """The clients of Redis and PostgreSQL its apps' layers and stores share, one per URL:
+        made on first use, closed by the app's lifespan once the pool has stopped with its last user."""
         residency = Residency(self._models)
         self._lifecycle = Lifecycle(self._models, residency, self.thread, self._factory)
         self._reloader = Reloader(self._models, residency, self._lifecycle)
@@ -55,9 +57,6 @@ class ModelPool:
     async def stop(self) -> None:
         """Unload every model and end the inference thread, once the last user stops."""
         await self._lifecycle.stop()
-        if not self.started:
-            for close in self.stopped:
-                await close()
 
     async def wait_ready(self) -> None:
         """Wait for the models that load at startup; raises if one failed."""

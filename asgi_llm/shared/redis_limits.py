@@ -205,6 +205,8 @@ class RedisLimiter:
             await self._flush()
 
     async def aclose(self) -> None:
+        """Stop renewing leases and write the pending charges; the client is its owner's to close
+        (the pool's `Clients`, after this)."""
         if self._renewer is not None:
             self._renewer.cancel()
             with contextlib.suppress(BaseException):
@@ -212,7 +214,6 @@ class RedisLimiter:
             self._renewer = None
         with contextlib.suppress(Exception):
             await self._guard.call(self._flush)
-        await self._redis.aclose()
 
     async def _admit(self, key: str, limits: Limits, lease: str, *, take: bool) -> list[Any]:
         def arg(value: int | None) -> int:

@@ -39,20 +39,12 @@ async def test_an_unreachable_key_store_is_a_503_in_each_protocol(kit: Any) -> N
 
 
 async def test_an_unreachable_responses_store_is_a_503(kit: Any) -> None:
-    closers: list[Any] = []
-    store = shared_store(
-        f"postgresql://llm@127.0.0.1:{_nowhere()}/llm",
-        timeout=0.5,
-        fail_open=False,
-        max_items=10,
-        max_age=60,
-        closers=closers,
-    )
-    llm = LLMApp(pool=kit.fake_pool(), store=store, middleware=())
+    pool = kit.fake_pool()
+    url = f"postgresql://llm@127.0.0.1:{_nowhere()}/llm"
+    store = shared_store(pool.clients, url, timeout=0.5, fail_open=False, max_items=10, max_age=60)
+    llm = LLMApp(pool=pool, store=store, middleware=())
     async with kit.running(llm):
         stored = await kit.drive(llm, "POST", "/responses", json={"model": "fake", "input": "hi"})
         fetched = await kit.drive(llm, "GET", "/responses/resp_123")
     assert stored.status == 503 and stored.json()["error"]["code"] == "service_unavailable"
     assert fetched.status == 503 and "database is unreachable" in fetched.json()["error"]["message"]
-    for close in closers:
-        await close()

@@ -12,6 +12,7 @@ import uuid
 
 import anyio
 import pytest
+from redis.asyncio import Redis
 
 from asgi_llm.cli.serve import main, per_process_state
 from asgi_llm.config import Settings
@@ -32,9 +33,21 @@ from .servers import PostgresServer, RedisServer, free_port
 pytestmark = pytest.mark.anyio
 
 
+class _OneProcess(RedisLimiter):
+    """A gate with a Redis client of its own, as one process has: closing it closes the client too."""
+
+    def __init__(self, client: Redis, guard: Guard, lease: float) -> None:
+        super().__init__(client, Limits(), budgets=MemoryBudgets(), guard=guard, lease_seconds=lease)
+        self.client = client
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        await self.client.aclose()
+
+
 def _limiter(url: str, *, fail_open: bool = False, lease: float = 10.0, timeout: float = 0.5) -> RedisLimiter:
     guard = Guard("rate-limit store", timeout=timeout, fail_open=fail_open)
-    return RedisLimiter(redis_client(url, timeout), Limits(), budgets=MemoryBudgets(), guard=guard, lease_seconds=lease)
+    return _OneProcess(redis_client(url, timeout), guard, lease)
 
 
 async def test_two_limiters_admit_exactly_the_limit_together(redis_server: RedisServer) -> None:
@@ -83,6 +96,7 @@ async def test_tokens_per_minute_and_redis_budgets(redis_server: RedisServer) ->
     assert ("x-ratelimit-remaining-tokens", "0") in refused.headers
     assert await limiter.budgets.spent(key, 0) == 12
     await limiter.aclose()
+    await client.aclose()
 
 
 async def test_an_unreachable_redis_is_a_quick_503_or_with_fail_open_a_warning(

@@ -42,11 +42,13 @@ async def _second_refusal(gate: Gate, limits: Limits, tokens: int) -> LLMError |
 async def test_both_gates_refuse_in_the_same_words(redis_server: RedisServer, case: str) -> None:
     limits, tokens = CASES[case]
     guard = Guard("rate-limit store", timeout=5.0, fail_open=False)
-    shared = RedisLimiter(redis_client(redis_server.url, 5.0), Limits(), budgets=MemoryBudgets(), guard=guard)
+    client = redis_client(redis_server.url, 5.0)
+    shared = RedisLimiter(client, Limits(), budgets=MemoryBudgets(), guard=guard)
     try:
         by_redis = await _second_refusal(shared, limits, tokens)
     finally:
         await shared.aclose()
+        await client.aclose()
     alone = await _second_refusal(Limiter(Limits()), limits, tokens)
     assert by_redis is not None and alone is not None
     assert type(by_redis) is type(alone)

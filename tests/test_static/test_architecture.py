@@ -40,7 +40,13 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "asgi_llm.support": (),
     "asgi_llm.middleware": ("asgi_llm.core", "asgi_llm.http", "asgi_llm.storage", "asgi_llm.middleware"),
     # Redis and PostgreSQL behind the layers' own protocols (the `Gate`, `BudgetStore`, `Verifier`, `StateStore`)
-    "asgi_llm.shared": ("asgi_llm.core", "asgi_llm.middleware", "asgi_llm.shared", "asgi_llm.support.tasks"),
+    "asgi_llm.shared": (
+        "asgi_llm.core",
+        "asgi_llm.middleware",
+        "asgi_llm.shared",
+        "asgi_llm.support.clients",
+        "asgi_llm.support.tasks",
+    ),
     "asgi_llm.middleware.tracing": ("asgi_llm.http", "asgi_llm.support.otel"),
     "asgi_llm.adapters": _ADAPTER_SHARED,
     "asgi_llm.adapters.openai": (*_ADAPTER_SHARED, "asgi_llm.wire", "asgi_llm.adapters.openai"),
@@ -100,6 +106,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.engines.llamacpp",
         "asgi_llm.engines.upstream",
         "asgi_llm.pool",
+        "asgi_llm.support.clients",
         "asgi_llm.support.tasks",
     ),
     "asgi_llm.pool.entry": ("asgi_llm.core", "asgi_llm.config"),
