@@ -111,6 +111,10 @@ class Ticket:
         self.open = choices
         self.admitted = False
 
+    def cancel(self) -> None:
+        """Its client is gone (or it failed): the scheduler ends its choices at its next step."""
+        self.cancelled = True
+
 
 @dataclass(eq=False)
 class Job:

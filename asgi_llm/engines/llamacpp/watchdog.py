@@ -40,12 +40,12 @@ class OpenRequests:
         try:
             yield
         finally:
-            ticket.cancelled = True
+            ticket.cancel()
             self._open.pop(ticket, None)
 
     def fail_all(self, error: BaseException) -> None:
         for ticket, channel in list(self._open.items()):
-            ticket.cancelled = True
+            ticket.cancel()
             channel.fail(error)
 
 
