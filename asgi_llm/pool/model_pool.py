@@ -117,7 +117,8 @@ class ModelPool:
     def health(self) -> tuple[int, dict[str, Any]]:
         """200 when every startup model is ready; 503 while one loads, after one failed, or while a
         loaded one is stalled (its work made no progress: a fresh request could not be served)."""
-        return self._status.health()
+        health = self._status.health()
+        return health.code, health.body()
 
     def residency(self) -> list[dict[str, Any]]:
         """Every model's state, estimated and (loaded) actual memory, pin and last use: the operators' model list."""

@@ -1,5 +1,7 @@
-"""One model as the pool reports it: `/health`'s rows and the operators' model list are two views
-of one `ModelReport`, so a field is named once and says one thing. Pure."""
+"""What the pool reports, typed: one model as a `ModelReport` (`/health`'s rows and the operators'
+model list are two views of it, so a field is named once and says one thing), the residency
+limits and what the resident models hold of them (`ResidencyReport`), and `/health` as a whole
+(`PoolHealth`). Pure."""
 
 from __future__ import annotations
 
@@ -7,7 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["ModelReport"]
+__all__ = ["HealthStatus", "ModelReport", "PoolHealth", "ResidencyReport"]
+
+HealthStatus = Literal["ok", "loading", "stalled", "error"]
 
 
 @dataclass(frozen=True)
@@ -67,3 +71,49 @@ class ModelReport:
             "backend": dict(self.backend),
             "chat_template": self.chat_template,
         }
+
+
+@dataclass(frozen=True)
+class ResidencyReport:
+    """The residency limits (None: not set) and what the resident models are estimated to hold of
+    them; the GPU figures only where `gpu_memory_budget` is set, one per GPU it names."""
+
+    max_loaded_models: int | None
+    memory_budget: int | None
+    loaded_models: int
+    estimated_bytes: int
+    gpu_memory_budget: tuple[int, ...] | None = None
+    estimated_gpu_bytes: tuple[int, ...] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "max_loaded_models": self.max_loaded_models,
+            "memory_budget": self.memory_budget,
+            "loaded_models": self.loaded_models,
+            "estimated_bytes": self.estimated_bytes,
+        }
+        if self.gpu_memory_budget is not None:
+            body["gpu_memory_budget"] = list(self.gpu_memory_budget)
+            body["estimated_gpu_bytes"] = list(self.estimated_gpu_bytes or ())
+        return body
+
+
+@dataclass(frozen=True)
+class PoolHealth:
+    """`/health`: `ok` (200) only when a fresh request to every startup model can be served; else
+    503, `loading`, `stalled` or `error`. `residency` where limits are set."""
+
+    status: HealthStatus
+    models: tuple[ModelReport, ...]
+    residency: ResidencyReport | None = None
+
+    @property
+    def code(self) -> int:
+        return 200 if self.status == "ok" else 503
+
+    def body(self) -> dict[str, Any]:
+        limited = self.residency is not None
+        body: dict[str, Any] = {"status": self.status, "models": [m.health_row(limited) for m in self.models]}
+        if self.residency is not None:
+            body["residency"] = self.residency.as_dict()
+        return body

@@ -11,7 +11,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import anyio
 
@@ -21,6 +21,7 @@ from ..core.memory import MemoryEstimate
 from ..engines.gguf_metadata import read_facts
 from ..engines.memory_estimate import estimate_memory, kv_refusal
 from .entry import ModelEntry, adapters_size, file_size
+from .report import ResidencyReport
 from .roster import Roster
 
 __all__ = ["Residency", "refuse_oversized_kv"]
@@ -75,19 +76,19 @@ class Residency:
         s = self._models.settings
         return s.max_loaded_models is not None or s.memory_budget is not None or s.gpu_memory_budget is not None
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ResidencyReport:
         """The limits and what the resident models hold of them, for /health."""
         settings, resident = self._models.settings, self._models.resident()
-        body: dict[str, Any] = {
-            "max_loaded_models": settings.max_loaded_models,
-            "memory_budget": settings.memory_budget,
-            "loaded_models": len(resident),
-            "estimated_bytes": sum(s.cost.ram for s in resident),
-        }
-        if (gpus := settings.gpu_memory_budget) is not None:
-            body["gpu_memory_budget"] = list(gpus)
-            body["estimated_gpu_bytes"] = [sum(s.cost.on_gpu(i) for s in resident) for i in range(len(gpus))]
-        return body
+        gpus = settings.gpu_memory_budget
+        held = None if gpus is None else tuple(sum(s.cost.on_gpu(i) for s in resident) for i in range(len(gpus)))
+        return ResidencyReport(
+            max_loaded_models=settings.max_loaded_models,
+            memory_budget=settings.memory_budget,
+            loaded_models=len(resident),
+            estimated_bytes=sum(s.cost.ram for s in resident),
+            gpu_memory_budget=None if gpus is None else tuple(gpus),
+            estimated_gpu_bytes=held,
+        )
 
     async def read_facts(self, entry: ModelEntry) -> None:
         """The GGUF header's facts, read once per start off the event loop, so that model lists

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..core import EngineHealth, ModelCard, ModelState, TemplateInUse, template_in_use
 from .entry import ModelEntry, file_size
-from .report import ModelReport
+from .report import HealthStatus, ModelReport, PoolHealth
 from .residency import Residency
 from .roster import Roster
 
@@ -23,20 +23,18 @@ class Status:
         self._residency = residency
         self._created = int(time.time())
 
-    def health(self) -> tuple[int, dict[str, Any]]:
-        """200 when every startup model is ready; 503 while one loads, after one failed, or while a
-        loaded one is stalled (its work made no progress: a fresh request could not be served)."""
-        entries, limited = self._models.entries, self._residency.limited
-        models = [report.health_row(limited) for report in self.reports()]
+    def health(self) -> PoolHealth:
+        """`ok` when every startup model is ready; else `loading` while one loads, `error` after
+        one failed, `stalled` while a loaded one is (its work made no progress: a fresh request
+        could not be served)."""
+        entries = self._models.entries
         pending = [e for e in entries if e.config.load == "startup" and e.state == "loading" and e.at_startup]
         failed = any(e.state == "failed" for e in entries)
         stalled = any(_state(e) == "stalled" for e in entries)
         loading = pending or not self._models.started
-        status = "error" if failed else "stalled" if stalled else "loading" if loading else "ok"
-        body: dict[str, Any] = {"status": status, "models": models}
-        if limited:
-            body["residency"] = self._residency.summary()
-        return (200 if status == "ok" else 503), body
+        status: HealthStatus = "error" if failed else "stalled" if stalled else "loading" if loading else "ok"
+        residency = self._residency.summary() if self._residency.limited else None
+        return PoolHealth(status, tuple(self.reports()), residency)
 
     def residency(self) -> list[dict[str, Any]]:
         """Every model's state, estimated and (loaded) actual memory, pin and last use: the operators' model list."""

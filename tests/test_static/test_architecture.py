@@ -118,6 +118,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.engines.memory_estimate",
         "asgi_llm.pool.entry",
         "asgi_llm.pool.roster",
+        "asgi_llm.pool.report",
     ),
     "asgi_llm.pool.status": (
         "asgi_llm.core",
