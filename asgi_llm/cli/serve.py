@@ -166,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.workers > 1:  # each worker process builds its own app from the same command line
         os.environ[_WORKER_ARGV] = json.dumps(argv)
         run.update(factory=True, workers=args.workers)
-        app = "asgi_llm.cli:worker_app"
+        app = "asgi_llm.cli.serve:worker_app"
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, lifespan="on", **run)
     return 0
 
