@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import logging
 import logging.config
@@ -133,6 +134,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "keys":
         return run_keys(args)
+    if missing := _server_missing():
+        print(f"asgi-llm: serve needs {missing}, which is not installed: pip install 'asgi-llm[serve]'", file=sys.stderr)
+        return 2
     try:
         settings = settings_from_args(args)
         for model in settings.models:
@@ -172,6 +176,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 _WORKER_ARGV = "ASGI_LLM_SERVE_ARGV"
+
+
+def _server_missing() -> str | None:
+    """The standalone server's package (the `serve` extra) that is not installed, or None. A host
+    that mounts the app brings its own server and installs the package without them."""
+    for name in ("uvicorn", "starlette"):
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError:
+            return name
+    return None
 
 
 def worker_app() -> Any:

@@ -3,6 +3,7 @@ upstream server's, and how requests wait. Checked here, at the trust boundary.""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from typing import Annotated, Any, Literal
 
@@ -146,6 +147,11 @@ class ModelConfig(BaseModel):
     def _consistent(self) -> ModelConfig:
         if self.backend == "upstream" and not self.upstream_urls:
             raise ValueError(f"model {self.id!r}: backend 'upstream' needs a base_url")
+        if self.is_upstream and importlib.util.find_spec("httpx") is None:  # the `upstream` extra
+            raise ValueError(
+                f"model {self.id!r} is served by an upstream (base_url), which needs httpx: "
+                "pip install 'asgi-llm[upstream]'"
+            )
         if self.embedding_dimensions and not self.embeddings:
             raise ValueError(f"model {self.id!r}: embedding_dimensions needs embeddings = true")
         return self

@@ -384,7 +384,8 @@ def test_only_the_engine_package_imports_llama_cpp() -> None:
 
 
 def test_only_the_upstream_engine_imports_httpx() -> None:
-    """The engine's requests and its discovery of an upstream's models: the HTTP side, in two modules."""
+    """The engine's requests and its discovery of an upstream's models: the HTTP side, in two modules
+    (the `upstream` extra; tests/test_app/test_without_extras.py runs the rest without it)."""
     assert importers_of("httpx") == {"asgi_llm.engines.upstream.engine", "asgi_llm.engines.upstream.discovery"}
 
 
@@ -399,5 +400,11 @@ def test_only_contrib_imports_host_frameworks() -> None:
         assert importers and all(n.startswith("asgi_llm.contrib") for n in importers), importers
 
 
-def test_starlette_is_only_the_standalone_server() -> None:
-    assert importers_of("starlette") == {"asgi_llm.cli.serve"}
+@pytest.mark.parametrize(
+    ("package", "importers"),
+    [("starlette", {"asgi_llm.cli.serve"}), ("uvicorn", {"asgi_llm.cli.serve"}), ("uvloop", set()), ("httptools", set())],
+)
+def test_the_server_is_only_the_standalone_servers(package: str, importers: set[str]) -> None:
+    """The `serve` extra, which a host mounting the app does not install, is `asgi-llm serve`'s
+    alone (uvicorn picks up uvloop and httptools by itself)."""
+    assert importers_of(package) == importers
