@@ -1,4 +1,5 @@
-"""Shared fixtures: the anyio backends (asyncio and uvloop) and validation against OpenAI's own OpenAPI spec.
+"""Shared fixtures: the anyio backends (asyncio and uvloop) and validation against OpenAI's own OpenAPI spec;
+the `model` marker, and the guard that keeps it on every test that loads a model.
 
 The spec lives in the shared folder beside the repository (`../shared/spec`), in CI too.
 """
@@ -6,7 +7,7 @@ The spec lives in the shared folder beside the repository (`../shared/spec`), in
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,22 @@ SpecValidate = Callable[[Any, str], None]
 
 DESELECTED = pytest.StashKey[bool]()  # whether -k, -m, --deselect or --lf left tests out
 
+MODEL_FIXTURES = frozenset(
+    {
+        "server",  # tests/test_e2e/conftest.py: the packaged model under uvicorn (and `client`, built on it)
+        "serve_host",  # ... apps of a test's own settings, served as `server` is
+        "asgi_llm_serve",  # ... `asgi-llm serve` in a process of its own
+        "loaded",  # ... the packaged model and a context, without the engine
+        "asgi_llm_upstream",  # tests/test_e2e/test_upstream/conftest.py: `asgi-llm serve` as an upstream
+        "llama_cpp_upstream",  # ... llama-cpp-python's own server
+        "gateway",  # ... either of them, behind a gateway
+        "start_upstream",  # ... a further `asgi-llm serve` upstream
+    }
+)
+"""Fixtures that load a real model: a test that uses one, directly or through another fixture, is
+marked `model`. A module whose tests load a model otherwise says `pytestmark = pytest.mark.model`;
+`ModelLoads` fails a test that loads one in this process unmarked."""
+
 
 @pytest.fixture(
     scope="module", params=[pytest.param(("asyncio", {"use_uvloop": True}), id="uvloop"), pytest.param("asyncio")]
@@ -33,6 +50,88 @@ def anyio_backend(request: pytest.FixtureRequest) -> object:
     their callbacks run in different orders, and some bugs show on one only. Module-wide, as anyio's own
     default, so a module's shared async fixture (a loaded engine) starts once per backend."""
     return request.param
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.model)
+
+
+class ModelLoads:
+    """Refuses, and fails, a load of a GGUF model through llama.cpp by a test not marked `model`, so
+    that `pytest -m "not model"` stays fast: every load passes through `llama_model_load_from_file`."""
+
+    def __init__(self) -> None:
+        self.item: pytest.Item | None = None
+        self.refused: list[str] = []
+        self.patch = pytest.MonkeyPatch()
+        import llama_cpp
+
+        load = llama_cpp.llama_cpp.llama_model_load_from_file
+
+        def guarded(path: bytes, params: Any) -> Any:
+            item = self.item
+            if item is not None and item.get_closest_marker("model") is None:
+                self.refused.append(path.decode(errors="replace"))
+                raise RuntimeError("refused: a test not marked `model` (tests/conftest.py, ModelLoads)")
+            return load(path, params)
+
+        for module in (llama_cpp, llama_cpp.llama_cpp):  # the package re-exports it
+            self.patch.setattr(module, "llama_model_load_from_file", guarded)
+
+    @staticmethod
+    def message(item: pytest.Item) -> str:
+        return (
+            f"{item.nodeid} loads a GGUF model through llama.cpp but is not marked `model`: add"
+            " `pytestmark = pytest.mark.model` to its module, or name its fixture in MODEL_FIXTURES"
+            " (tests/conftest.py)"
+        )
+
+    def check(self, item: pytest.Item) -> None:
+        refused, self.refused = self.refused, []
+        if refused:
+            pytest.fail(f"{self.message(item)}; it loaded {', '.join(sorted(set(refused)))}", pytrace=False)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
+        self.item, self.refused = item, []
+        try:
+            return (yield)
+        finally:
+            self.item = None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, None, None]:
+        try:
+            yield
+        finally:
+            self.check(item)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
+        try:
+            yield
+        finally:
+            self.check(item)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, None, None]:
+        try:
+            yield
+        finally:
+            self.check(item)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(ModelLoads(), "model-loads")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    guard = config.pluginmanager.get_plugin("model-loads")
+    if isinstance(guard, ModelLoads):
+        guard.patch.undo()
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:

@@ -77,6 +77,7 @@ def test_the_migrations_match_the_models() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.model  # the app's first request loads the default model
 async def test_the_api_accepts_a_database_key_and_refuses_it_once_revoked() -> None:
     import httpx
     from django.test import override_settings
@@ -119,6 +120,7 @@ async def test_only_an_operator_key_from_the_database_reads_the_metrics() -> Non
 
 
 @pytest.mark.anyio
+@pytest.mark.model  # the app's first request loads the default model
 async def test_a_key_works_until_it_expires_and_then_is_401_saying_so() -> None:
     import datetime as dt
 

@@ -31,7 +31,7 @@ from asgi_llm.engines.llamacpp import LlamaCppEngine, batching, native, sampling
 
 from .local_engine import local_engine
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.model]
 BOOM = 666  # the seed that marks the request a fault is injected into
 
 

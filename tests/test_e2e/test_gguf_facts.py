@@ -4,11 +4,13 @@ same parameter count, and a name for every file type llama.cpp defines."""
 from __future__ import annotations
 
 import llama_cpp
+import pytest
 
 from asgi_llm.config import default_model_path
 from asgi_llm.engines.gguf_metadata import FILE_TYPES, read_facts
 
 
+@pytest.mark.model
 def test_the_packaged_model_reads_as_llama_cpp_reads_it() -> None:
     path = default_model_path()
     facts = read_facts(path)

@@ -24,6 +24,7 @@ import ollama
 import openai
 import pytest
 
+pytestmark = pytest.mark.model
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 HI = [{"role": "user", "content": "Say hello."}]
 

@@ -20,7 +20,7 @@ from asgi_llm.engines.llamacpp import LlamaCppEngine
 
 from .local_engine import local_engine
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.model]
 KEEP_TALKING = ((0, -100.0), (2, -100.0))  # tokens 0 and 2 end SmolLM2's turn
 PARALLEL = 2
 N_CTX = 512

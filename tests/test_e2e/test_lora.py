@@ -25,6 +25,7 @@ from asgi_llm.engines.llamacpp.lora import LoraAdapterError
 
 from .gguf_writers import write_lora
 
+pytestmark = pytest.mark.model
 CHAT = [{"role": "user", "content": "Name a color."}]
 OPERATOR, USER = "op-key", "user-key"
 

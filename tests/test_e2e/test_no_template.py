@@ -21,6 +21,7 @@ from asgi_llm.core import ChatRequest, Finish, Message, SamplingParams
 from .gemma import GEMMA, GEMMA_TURNS, TEMPLATED, ServeHost, gemma_path, gemma_server
 from .local_engine import local_engine
 
+pytestmark = pytest.mark.model
 END = "<|im_end|>"
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 BUDGET = 60  # the reply ends (at the marker) well inside it

@@ -78,6 +78,7 @@ def test_a_load_after_an_unload_answers_within_the_load_time_and_stays(
     assert len(loads) == 1, [r.getMessage() for r in caplog.records]
 
 
+@pytest.mark.model  # `asgi-llm serve` loads the packaged model
 def test_sigterm_during_a_load_after_an_unload_stops_serve_within_load_wait_seconds(tmp_path: Path) -> None:
     command = shutil.which("asgi-llm", path=str(Path(sys.executable).parent))
     assert command, "the asgi-llm console script is installed"

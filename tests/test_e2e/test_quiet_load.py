@@ -15,7 +15,7 @@ from asgi_llm.core import EmbeddingRequest
 
 from .local_engine import local_engine
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.model]
 
 
 async def test_loading_and_embedding_leave_stdout_and_stderr_alone(

@@ -82,6 +82,7 @@ def fenced(language: str) -> list[Any]:
     return blocks
 
 
+@pytest.mark.model
 async def test_starlette_mount_example_serves_chat_and_host_routes() -> None:
     namespace = run_snippet("starlette")
     app, llm = namespace["app"], namespace["llm"]
@@ -113,11 +114,13 @@ async def _serve_and_ask(app: Any, llm: Any, home: str) -> None:
     assert not llm.pool.thread.alive
 
 
+@pytest.mark.model
 async def test_fastapi_example() -> None:
     namespace = run_snippet("fastapi")
     await _serve_and_ask(namespace["app"], namespace["llm"], "from FastAPI")
 
 
+@pytest.mark.model
 async def test_litestar_example() -> None:
     namespace = run_snippet("litestar")
     app = namespace["app"]

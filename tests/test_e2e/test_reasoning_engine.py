@@ -25,7 +25,7 @@ from asgi_llm.core import (
 
 from .local_engine import local_engine
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.model]
 FEW_SHOT = (
     "Q: What is 1+1?\n<think>One plus one is two.</think>\nA: 2\n"
     "Q: What is 2+3?\n<think>Two plus three is five.</think>\nA: 5\n"

@@ -107,6 +107,7 @@ async def reranker(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Ll
 
 
 @pytest.mark.anyio
+@pytest.mark.model
 async def test_a_rank_pooling_gguf_scores_each_pair_with_its_classifier(reranker: LlamaCppEngine) -> None:
     assert reranker.rerank_kind == "rank"
     request = RerankRequest("reranker", QUERY, tuple(DOCUMENTS))

@@ -24,6 +24,8 @@ from asgi_llm.engines.memory_estimate import estimate_memory
 
 from .conftest import run_uvicorn
 
+pytestmark = pytest.mark.model
+
 
 def entry(name: str, **options: object) -> ModelConfig:
     settings: dict[str, object] = {"n_ctx": 256, "parallel": 1, "n_threads": 1, "load": "lazy", **options}

@@ -32,7 +32,7 @@ from asgi_llm.engines.llamacpp.sampling import Sampling, accepted_grammar
 
 from .local_engine import local_engine
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.model]
 SHORT = {"type": "string", "maxLength": 12}
 SCHEMAS: list[Any] = [
     pytest.param(

@@ -19,6 +19,7 @@ from .local_engine import local_engine
 
 pytestmark = [
     pytest.mark.anyio,
+    pytest.mark.model,
     pytest.mark.skipif(usable_cores() < 2 or not hasattr(os, "sched_setaffinity"), reason="needs two cores"),
 ]
 KEEP_TALKING = ((0, -100.0), (2, -100.0))

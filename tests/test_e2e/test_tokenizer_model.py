@@ -22,6 +22,7 @@ from asgi_llm.engines.llamacpp import LlamaCppEngine
 
 from .conftest import MODEL, Server
 
+pytestmark = pytest.mark.model
 TEXT = "Ünïcödé — 日本語 — 🦊👍🏽"
 CHAT = [
     {"role": "system", "content": "Answer in one word."},

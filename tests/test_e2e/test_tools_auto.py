@@ -31,7 +31,7 @@ from asgi_llm.engines.llamacpp import LlamaCppEngine, sampling
 
 from .local_engine import local_engine
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.model]
 MODEL = "SmolLM2-135M-Instruct"
 PICK: dict[str, Any] = {"type": "object", "properties": {"n": {"enum": [1, 2, 3]}}, "required": ["n"]}
 TOOLS = (ToolSpec("pick", "Pick a number", PICK), ToolSpec("get_time", "The time now", {}))

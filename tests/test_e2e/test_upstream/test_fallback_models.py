@@ -26,6 +26,7 @@ from starlette.routing import Route
 
 from asgi_llm import ModelConfig, Settings
 
+pytestmark = pytest.mark.model
 LOCAL = "SmolLM2-135M-Instruct"
 HI: list[Any] = [{"role": "user", "content": "Say hello."}]
 
