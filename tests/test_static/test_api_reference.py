@@ -218,7 +218,8 @@ def _member(owner: str, node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
 
 
 def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef, *, method: bool, keep_self: bool = False) -> str:
-    """`def name(...) -> ...` as written, one parameter a line when it is long; a method's
+    """`def name(...) -> ...: ...` as written (a body of `...`, so that the snippet compiles, as
+    every Python snippet of the manual must), one parameter a line when it is long; a method's
     `self` or `cls` left out unless `keep_self` (a constructor shown inside its class)."""
     args = node.args
     positional = [*args.posonlyargs, *args.args]
@@ -237,10 +238,10 @@ def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef, *, method: bool, ke
         params = params[1:]
     keyword = "async def" if isinstance(node, ast.AsyncFunctionDef) else "def"
     returns = f" -> {ast.unparse(node.returns)}" if node.returns is not None else ""
-    line = f"{keyword} {node.name}({', '.join(params)}){returns}"
+    line = f"{keyword} {node.name}({', '.join(params)}){returns}: ..."
     if len(line) <= WIDTH - (4 if keep_self else 0):
         return line
-    return f"{keyword} {node.name}(\n" + "".join(f"    {p},\n" for p in params) + f"){returns}"
+    return f"{keyword} {node.name}(\n" + "".join(f"    {p},\n" for p in params) + f"){returns}: ..."
 
 
 def _param(arg: ast.arg, default: ast.expr | None) -> str:
