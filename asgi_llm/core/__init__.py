@@ -1,7 +1,16 @@
 """Protocol-neutral requests, events, errors and the engine contract. No I/O here."""
 
 from .catalog import ModelCard, ModelFacts, ModelState
-from .engine import Embedder, Engine, EngineHealth, LoraOwner, Reranker, Tokenizer, TokenizerOwner
+from .engine import (
+    Embedder,
+    Engine,
+    EngineHealth,
+    ImageReader,
+    LoraOwner,
+    Reranker,
+    Tokenizer,
+    TokenizerOwner,
+)
 from .errors import (
     BadGateway,
     ContextOverflow,
@@ -47,11 +56,13 @@ from .events import (
 from .memory import MemoryEstimate
 from .ranking import AdapterScale, LoraAdapters, RerankKind, RerankRequest, RerankResult
 from .requests import (
+    IMAGE_MARKER,
     ChatRequest,
     CompletionRequest,
     DetokenizeRequest,
     EmbeddingRequest,
     GenerationRequest,
+    ImageInput,
     Message,
     OutputFormat,
     Reasoning,
@@ -69,6 +80,7 @@ from .store import SharedStateStore, StateStore
 from .templates import TemplateInUse, template_in_use
 
 __all__ = [
+    "IMAGE_MARKER",
     "AdapterScale",
     "BadGateway",
     "ChatRequest",
@@ -88,6 +100,8 @@ __all__ = [
     "GatewayTimeout",
     "GenerationEvent",
     "GenerationRequest",
+    "ImageInput",
+    "ImageReader",
     "InsufficientMemory",
     "InternalError",
     "InvalidRequest",

@@ -11,7 +11,16 @@ from .memory import MemoryEstimate
 from .ranking import LoraAdapters, RerankRequest, RerankResult
 from .requests import ChatRequest, EmbeddingRequest, GenerationRequest
 
-__all__ = ["Embedder", "Engine", "EngineHealth", "LoraOwner", "Reranker", "Tokenizer", "TokenizerOwner"]
+__all__ = [
+    "Embedder",
+    "Engine",
+    "EngineHealth",
+    "ImageReader",
+    "LoraOwner",
+    "Reranker",
+    "Tokenizer",
+    "TokenizerOwner",
+]
 
 
 @dataclass(frozen=True)
@@ -131,3 +140,15 @@ class LoraOwner(Protocol):
     """An engine that applies LoRA adapters, whose default scales `/lora-adapters` lists and sets."""
 
     def adapters(self) -> LoraAdapters: ...
+
+
+@runtime_checkable
+class ImageReader(Protocol):
+    """An engine that may take images in chat messages (`Message.images`): a local model with a
+    projector (`mmproj`), or an upstream that is sent them as the client sent them. A request with
+    images for any other engine, or while `reads_images` is False, is a 400 naming the part."""
+
+    @property
+    def reads_images(self) -> bool:
+        """Whether this engine's model takes images (a local one: once its projector is set)."""
+        ...

@@ -9,11 +9,13 @@ from typing import Any, Literal
 from .ranking import AdapterScale
 
 __all__ = [
+    "IMAGE_MARKER",
     "ChatRequest",
     "CompletionRequest",
     "DetokenizeRequest",
     "EmbeddingRequest",
     "GenerationRequest",
+    "ImageInput",
     "Message",
     "OutputFormat",
     "Reasoning",
@@ -54,9 +56,30 @@ ToolChoice = Literal["auto", "none", "required"] | str
 """`auto`, `none`, `required` (some tool), or the name of the one tool to call."""
 
 
+IMAGE_MARKER = "<__media__>"
+"""Where each of a message's `images` stands in its `content`, in order: llama.cpp's multimodal
+library's default marker, which its tokenizer replaces with the image's own chunk."""
+
+
+@dataclass(frozen=True)
+class ImageInput:
+    """One image a client sent, as every protocol's form comes down to: its bytes (decoded from
+    base64, or fetched from an allowed host), their media type where known, and `part`, the
+    request path that names it in errors (`messages[1].content[0]`). `url` is the client's own
+    URL (`data:` or `http(s)`) where it sent one, so that an upstream gets the image as sent;
+    `detail` is OpenAI's (`auto`, `low`, `high`), kept for an upstream."""
+
+    data: bytes
+    media_type: str | None = None
+    part: str = ""
+    url: str | None = None
+    detail: str | None = None
+
+
 @dataclass(frozen=True)
 class Message:
-    """One turn. `tool_calls` on assistant turns; `tool_call_id` answers one on tool turns."""
+    """One turn. `tool_calls` on assistant turns; `tool_call_id` answers one on tool turns.
+    `images` stand in `content` where `IMAGE_MARKER` is, one marker each, in order."""
 
     role: Role
     content: str
@@ -64,6 +87,7 @@ class Message:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     reasoning: str | None = None
+    images: tuple[ImageInput, ...] = ()
 
 
 @dataclass(frozen=True)
