@@ -6,7 +6,13 @@ every step does the real work of a model of that shape. gguf-py is llama.cpp's o
 (`pip install gguf`, or the `gguf-py` folder of llama.cpp's source; see `gguf_module`); the
 package does not depend on it.
 
+It also writes a stand-in vision projector (`mmproj`) for a text model: a tiny vision tower of
+random weights feeding the text model's embedding width, as llama.cpp's multimodal library (clip)
+reads one. Its pictures are noise to the model, which is fine for the paths, the counts, the cache
+and timing an image's prefill; tests/test_e2e/test_images.py loads this module for it.
+
 Run on its own: python benchmarks/_standin.py SHAPE DEST.gguf [--tokenizer-from GGUF]
+          or:   python benchmarks/_standin.py mmproj DEST.gguf [--text-model GGUF]
 """
 
 from __future__ import annotations
@@ -138,15 +144,116 @@ def standin(gguf: ModuleType, tokenizer_from: str, folder: Path, shape: Shape) -
     return dest
 
 
+class Projector(NamedTuple):
+    """A stand-in projector's vision tower: `image` pixels a side in `patch`-pixel patches, so
+    (image / patch)² tokens an image."""
+
+    width: int = 64
+    layers: int = 2
+    heads: int = 4
+    feed_forward: int = 128
+    image: int = 64
+    patch: int = 16
+
+    @property
+    def tokens(self) -> int:
+        return (self.image // self.patch) ** 2
+
+
+def text_width(gguf: ModuleType, text_model: str) -> int:
+    """The embedding width of a text model, from its GGUF header."""
+    fields = gguf.GGUFReader(text_model).fields
+    arch = fields["general.architecture"].contents()
+    return int(fields[f"{arch}.embedding_length"].contents())
+
+
+PROJECTOR = Projector()
+
+
+def write_projector(gguf: ModuleType, text_model: str, dest: Path, shape: Projector = PROJECTOR, seed: int = 0) -> Path:
+    """A LLaVA-style (`mlp`) projector of random weights for `text_model`: a ViT of `shape`, then
+    two linear layers to the text model's width. LLaVA's and not SmolVLM's (`idefics3`) layout,
+    though SmolVLM-256M's text model is the packaged SmolLM2-135M: idefics3 frames each image
+    with tokens SmolVLM adds to the vocabulary (`<fake_token_around_image>`, `<global-img>`),
+    which the packaged model lacks, and llama.cpp aborts the process decoding their -1 ids. An
+    `mlp` projector frames images with nothing, so any text model's vocabulary serves."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    out = text_width(gguf, text_model)
+    w, ff = shape.width, shape.feed_forward
+    partial = dest.with_suffix(".partial")
+    writer = gguf.GGUFWriter(str(partial), "clip")
+    writer.add_name("stand-in projector")
+    writer.add_bool("clip.has_vision_encoder", True)
+    writer.add_string("clip.projector_type", "mlp")
+    writer.add_uint32("clip.vision.embedding_length", w)
+    writer.add_uint32("clip.vision.feed_forward_length", ff)
+    writer.add_uint32("clip.vision.block_count", shape.layers)
+    writer.add_uint32("clip.vision.attention.head_count", shape.heads)
+    writer.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
+    writer.add_uint32("clip.vision.image_size", shape.image)
+    writer.add_uint32("clip.vision.patch_size", shape.patch)
+    writer.add_uint32("clip.vision.projection_dim", out)
+    writer.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+    writer.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+    writer.add_bool("clip.use_gelu", True)
+    writer.add_uint32("general.file_type", 0)  # all F32
+
+    def weights(*size: int) -> Any:
+        return rng.standard_normal(size, dtype=np.float32) * 0.02
+
+    def ones() -> Any:
+        return np.ones(w, dtype=np.float32)
+
+    writer.add_tensor("v.patch_embd.weight", weights(w, 3, shape.patch, shape.patch))
+    writer.add_tensor("v.patch_embd.bias", weights(w))
+    writer.add_tensor("v.position_embd.weight", weights(shape.tokens, w))
+    for layer in range(shape.layers):
+        prefix = f"v.blk.{layer}."
+        for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            writer.add_tensor(prefix + name + ".weight", weights(w, w))
+            writer.add_tensor(prefix + name + ".bias", weights(w))
+        for name in ("ln1", "ln2"):
+            writer.add_tensor(prefix + name + ".weight", ones())
+            writer.add_tensor(prefix + name + ".bias", np.zeros(w, dtype=np.float32))
+        writer.add_tensor(prefix + "ffn_up.weight", weights(ff, w))
+        writer.add_tensor(prefix + "ffn_up.bias", weights(ff))
+        writer.add_tensor(prefix + "ffn_down.weight", weights(w, ff))
+        writer.add_tensor(prefix + "ffn_down.bias", weights(w))
+    writer.add_tensor("v.post_ln.weight", ones())
+    writer.add_tensor("v.post_ln.bias", np.zeros(w, dtype=np.float32))
+    writer.add_tensor("mm.0.weight", weights(out, w))
+    writer.add_tensor("mm.0.bias", weights(out))
+    writer.add_tensor("mm.2.weight", weights(out, out))
+    writer.add_tensor("mm.2.bias", weights(out))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    partial.rename(dest)
+    return dest
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("shape", help=f"{', '.join(SHAPES)}, or E,L,H,KV,FF")
+    parser.add_argument("shape", help=f"{', '.join(SHAPES)}, or E,L,H,KV,FF; or mmproj, for a projector")
     parser.add_argument("dest", type=Path)
     parser.add_argument(
         "--tokenizer-from", default=None, help="GGUF whose tokenizer to copy (default: the packaged model)"
     )
+    parser.add_argument(
+        "--text-model", default=None, help="mmproj: the text model it feeds (default: the packaged model)"
+    )
     parser.add_argument("--gguf-py", default=None, help="folder holding the gguf package, if not installed")
     args = parser.parse_args()
+    if args.shape == "mmproj":
+        from asgi_llm.config import default_model_path
+
+        text_model = args.text_model or default_model_path()
+        write_projector(gguf_module(args.gguf_py), text_model, args.dest)
+        print(f"wrote {args.dest}: a stand-in projector for {Path(text_model).name}")
+        return
     if args.tokenizer_from is None:
         from asgi_llm.config import default_model_path
 
