@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from asgi_llm.core import (
     ChatRequest,
     GenerationEvent,
+    ImageInput,
     InvalidRequest,
     Message,
     OutputFormat,
@@ -29,6 +30,7 @@ from asgi_llm.core import (
 )
 
 from ..base import CountRoute, GenerateRoute, Meta, Parsed, Route, refuse_unrecognized, validate
+from ..images import base64_image, checked_text, joined, url_image
 from ..json_output import json_schema, tool_parameters
 from .stream import AutoCache, MessageStream, fold_message
 
@@ -45,6 +47,15 @@ class _Wire(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
 
+class ImageSource(_Wire):
+    """An `image` block's `source`: `base64` (with `media_type`) or `url`."""
+
+    type: str
+    media_type: str | None = None
+    data: str | None = None
+    url: str | None = None
+
+
 class Block(_Wire):
     """Any content block; `_REQUIRED` names the fields each known type must carry."""
 
@@ -57,6 +68,7 @@ class Block(_Wire):
     content: list[Block] | str | None = None
     is_error: bool | None = None
     thinking: str | None = None
+    source: ImageSource | None = None
 
 
 class WireMessage(_Wire):
@@ -130,8 +142,9 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
     "tool_result": ("tool_use_id",),
     "thinking": ("thinking",),
     "redacted_thinking": (),
+    "image": ("source",),
 }
-_ALLOWED = {"user": ("text", "tool_result"), "assistant": ("text", "tool_use", "thinking", "redacted_thinking")}
+_ALLOWED = {"user": ("text", "image", "tool_result"), "assistant": ("text", "tool_use", "thinking", "redacted_thinking")}
 _TOOL_CHOICES: dict[str, ToolChoice] = {"auto": "auto", "any": "required", "none": "none"}
 
 
@@ -241,13 +254,13 @@ def _system(system: list[Block] | str | None) -> tuple[Message, ...]:
     if isinstance(system, list):
         for i, block in enumerate(system):
             _check(block, f"system[{i}]", ("text",), "system prompt")
-        system = "\n".join(block.text or "" for block in system)
-    return (Message(role="system", content=system),) if system else ()
+        system = "\n".join(checked_text(block.text or "", f"system[{i}].text") for block in system)
+    return (Message(role="system", content=checked_text(system, "system")),) if system else ()
 
 
 def _turn(turn: WireMessage, index: int) -> list[Message]:
     if isinstance(turn.content, str):
-        return [Message(role=turn.role, content=turn.content)]
+        return [Message(role=turn.role, content=checked_text(turn.content, f"messages[{index}].content"))]
     for j, block in enumerate(turn.content):
         _check(block, f"messages[{index}].content[{j}]", _ALLOWED[turn.role], f"{turn.role} turn")
     return [_assistant(turn.content)] if turn.role == "assistant" else _user(turn.content, index)
@@ -286,10 +299,25 @@ def _user(blocks: Sequence[Block], index: int) -> list[Message]:
         for j, b in enumerate(blocks)
         if b.type == "tool_result"
     ]
-    texts = [b.text or "" for b in blocks if b.type == "text"]
-    if texts or not results:
-        results.append(Message(role="user", content="\n".join(texts)))
+    pieces = [_piece(b, f"messages[{index}].content[{j}]") for j, b in enumerate(blocks) if b.type != "tool_result"]
+    if pieces or not results:
+        text, images = joined(pieces, "\n")
+        results.append(Message(role="user", content=text, images=images))
     return results
+
+
+def _piece(block: Block, param: str) -> str | ImageInput:
+    """A text block's text, or an image block's image: by `url`, or `base64` with its `media_type`."""
+    source = block.source
+    if block.type != "image" or source is None:  # an image's source is checked present (`_REQUIRED`)
+        return checked_text(block.text or "", f"{param}.text")
+    if source.type not in ("base64", "url"):
+        raise Unsupported(f"Image source type '{source.type}' is not supported; base64 and url are.", param=f"{param}.source.type")
+    field = "data" if source.type == "base64" else "url"
+    value = source.data if source.type == "base64" else source.url
+    if value is None:
+        raise InvalidRequest(f"Missing required parameter: '{param}.source.{field}'.", param=f"{param}.source.{field}")
+    return base64_image(value, param, source.media_type) if source.type == "base64" else url_image(value, param)
 
 
 def _result(block: Block, param: str) -> str:
@@ -297,7 +325,8 @@ def _result(block: Block, param: str) -> str:
     if isinstance(content, list):
         for k, part in enumerate(content):
             _check(part, f"{param}.content[{k}]", ("text",), "tool result")
-        content = "\n".join(part.text or "" for part in content)
+        content = "\n".join(checked_text(part.text or "", f"{param}.content[{k}].text") for k, part in enumerate(content))
+    content = checked_text(content, f"{param}.content")
     return f"Error: {content}" if block.is_error else content
 
 

@@ -12,8 +12,19 @@ from pydantic import Field
 from asgi_llm.core import ChatRequest, GenerationEvent, Message, ToolCall, ToolSpec, Unsupported
 
 from ..base import GenerateRoute, Meta, Parsed, refuse_unrecognized, validate
+from ..images import checked_text
 from ..json_output import tool_parameters
-from .common import Clock, GenerateFields, Wire, context_need, keep_alive_seconds, model_name, sampling, think_reasoning
+from .common import (
+    Clock,
+    GenerateFields,
+    Wire,
+    context_need,
+    keep_alive_seconds,
+    model_name,
+    sampling,
+    think_reasoning,
+    with_images,
+)
 from .stream import Delta, NdjsonStream, render_reply
 
 __all__ = ["ROUTE", "ChatStream", "fields", "parse", "render"]
@@ -78,8 +89,9 @@ def _messages(wire: Sequence[WireMessage]) -> tuple[Message, ...]:
     unanswered: list[ToolCall] = []
     out = []
     for i, m in enumerate(wire):
-        if m.images:
-            raise Unsupported("Images are not supported; this model reads text only.", param=f"messages[{i}].images")
+        content, images = with_images(checked_text(m.content or "", f"messages[{i}].content"), m.images, f"messages[{i}]")
+        if images and m.role != "user":
+            raise Unsupported("Images belong in a user's message.", param=f"messages[{i}].images")
         calls = tuple(
             ToolCall(f"call_{i}_{j}", c.function.name, json.dumps(c.function.arguments, ensure_ascii=False))
             for j, c in enumerate(m.tool_calls or ())
@@ -90,11 +102,12 @@ def _messages(wire: Sequence[WireMessage]) -> tuple[Message, ...]:
         out.append(
             Message(
                 role=m.role,
-                content=m.content or "",
+                content=content,
                 name=m.tool_name if is_tool else None,
                 tool_calls=calls,
                 tool_call_id=(m.tool_call_id or _answer(unanswered, m.tool_name)) if is_tool else None,
                 reasoning=m.thinking or None,
+                images=images,
             )
         )
     return tuple(out)

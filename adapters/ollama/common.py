@@ -9,9 +9,19 @@ from typing import Annotated, Any, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from asgi_llm.core import FinishReason, InvalidRequest, LLMError, OutputFormat, Reasoning, SamplingParams
+from asgi_llm.core import (
+    IMAGE_MARKER,
+    FinishReason,
+    ImageInput,
+    InvalidRequest,
+    LLMError,
+    OutputFormat,
+    Reasoning,
+    SamplingParams,
+)
 
 from ..base import ContextNeed, Meta, Reply, refuse_unrecognized, stream_json
+from ..images import base64_image
 from ..json_output import json_object, json_schema
 
 __all__ = [
@@ -33,6 +43,7 @@ __all__ = [
     "sampling",
     "tag_error",
     "think_reasoning",
+    "with_images",
 ]
 
 NDJSON = "application/x-ndjson"
@@ -101,6 +112,14 @@ def ndjson(payload: Any) -> bytes:
 def model_name(name: str) -> str:
     """Ollama clients add the default tag; our catalog names models without it."""
     return name.removesuffix(":latest")
+
+
+def with_images(text: str, images: list[str] | None, where: str) -> tuple[str, tuple[ImageInput, ...]]:
+    """A message's (or a prompt's) `images`, base64, each named `{where}images[k]`: their markers
+    stand before the text, in order, as Ollama puts its images before the prompt."""
+    prefix = f"{where}." if where else ""
+    read = tuple(base64_image(data, f"{prefix}images[{k}]") for k, data in enumerate(images or ()))
+    return IMAGE_MARKER * len(read) + text, read
 
 
 def rfc3339(seconds: float) -> str:

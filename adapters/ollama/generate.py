@@ -9,7 +9,17 @@ from typing import Any
 from asgi_llm.core import ChatRequest, CompletionRequest, GenerationEvent, GenerationRequest, Message, Unsupported
 
 from ..base import GenerateRoute, Meta, Parsed, refuse_unrecognized, validate
-from .common import Clock, GenerateFields, context_need, keep_alive_seconds, model_name, sampling, think_reasoning
+from ..images import checked_text
+from .common import (
+    Clock,
+    GenerateFields,
+    context_need,
+    keep_alive_seconds,
+    model_name,
+    sampling,
+    think_reasoning,
+    with_images,
+)
 from .stream import Delta, NdjsonStream, render_reply
 
 __all__ = ["ROUTE", "GenerateStream", "fields", "parse", "render"]
@@ -33,25 +43,26 @@ def parse(body: Any) -> Parsed[GenerationRequest, None]:
     model = model_name(wire.model)
     keep_alive = keep_alive_seconds(wire.keep_alive)
     request: GenerationRequest
-    if not wire.prompt:  # Ollama's "load the model" call (with `keep_alive: 0`, "unload" it)
+    if not wire.prompt and not wire.images:  # Ollama's "load the model" call (with `keep_alive: 0`, "unload" it)
         request = ChatRequest(model=model, messages=(), sampling=params)
         return Parsed(request, None, stream=wire.stream, keep_alive=keep_alive, load_only=True)
     reasoning = think_reasoning(wire.think)
     if wire.raw:  # the prompt is already templated; like Ollama, `system` has no place in it
         if reasoning is not None:
             raise Unsupported("'think' needs the model's template; a raw prompt has none.", param="think")
-        request = CompletionRequest(model=model, prompts=(wire.prompt,), sampling=params)
+        if wire.images:
+            raise Unsupported("'images' need the model's template; a raw prompt has none.", param="images")
+        request = CompletionRequest(model=model, prompts=(wire.prompt or "",), sampling=params)
     else:
-        system = (Message(role="system", content=wire.system),) if wire.system else ()
-        turn = (*system, Message(role="user", content=wire.prompt))
+        system = (Message(role="system", content=checked_text(wire.system, "system")),) if wire.system else ()
+        prompt, images = with_images(checked_text(wire.prompt or "", "prompt"), wire.images, "")
+        turn = (*system, Message(role="user", content=prompt, images=images))
         request = ChatRequest(model=model, messages=turn, sampling=params, reasoning=reasoning)
     return Parsed(request, None, stream=wire.stream, keep_alive=keep_alive, needs_context=context_need(wire.options))
 
 
 def _refuse_unsupported(wire: GenerateBody) -> None:
     """Never ignore what a client relies on: say it is unsupported, naming the param."""
-    if wire.images:
-        raise Unsupported("Images are not supported; this model reads text only.", param="images")
     if wire.suffix:
         raise Unsupported("'suffix' (insertion) is not supported.", param="suffix")
     if wire.template:

@@ -12,6 +12,7 @@ from asgi_llm.core import (
     ChatRequest,
     Finish,
     GenerationEvent,
+    ImageInput,
     InvalidRequest,
     LLMError,
     Message,
@@ -42,6 +43,7 @@ from asgi_llm.wire.openai_chat import (
 from asgi_llm.wire.openai_chat import ToolCall as ToolCallOut
 
 from ..base import GenerateRoute, Meta, Parsed, Unrecorded, refuse_unrecognized, validate
+from ..images import checked_text, joined, url_image
 from ..json_output import json_object, json_schema, tool_parameters
 from ..logprobs import token_logprobs
 from .common import (
@@ -60,9 +62,15 @@ from .common import (
 __all__ = ["ROUTE", "ChatStream", "parse", "render"]
 
 
+class ImageUrl(Wire):
+    url: str
+    detail: str | None = None
+
+
 class ContentPart(Wire):
     type: str
     text: str | None = None
+    image_url: ImageUrl | None = None
 
 
 class WireFunctionCall(Wire):
@@ -232,27 +240,27 @@ def _message(message: WireMessage, index: int) -> Message:
     if message.role == "tool" and message.tool_call_id is None:
         raise InvalidRequest("A tool message needs the 'tool_call_id' it answers.", param=f"messages[{index}].tool_call_id")
     calls = tuple(ToolCall(c.id, c.function.name, c.function.arguments) for c in message.tool_calls or ())
-    return Message(
-        role=role,
-        content=_text(message.content, f"messages[{index}].content"),
-        name=message.name,
-        tool_calls=calls,
-        tool_call_id=message.tool_call_id,
-    )
+    text, images = _content(message.content, f"messages[{index}].content", message.role == "user")
+    return Message(role, text, message.name, calls, message.tool_call_id, images=images)
 
 
-def _text(content: str | list[ContentPart] | None, param: str) -> str:
+def _content(content: str | list[ContentPart] | None, param: str, user: bool) -> tuple[str, tuple[ImageInput, ...]]:
+    """The text, with the image marker where each `image_url` part was (user turns only)."""
     if content is None or isinstance(content, str):
-        return content or ""
-    texts = []
+        return checked_text(content or "", param), ()
+    pieces: list[str | ImageInput] = []
     for j, part in enumerate(content):
-        if part.type not in ("text", "input_text") or part.text is None:
-            raise Unsupported(
-                f"Content part type '{part.type}' is not supported; this model reads text only.",
-                param=f"{param}[{j}].type",
-            )
-        texts.append(part.text)
-    return "".join(texts)
+        where, image = f"{param}[{j}]", part.image_url
+        if part.type == "image_url" and user:
+            if image is None:
+                raise InvalidRequest(f"Missing required parameter: '{where}.image_url'.", param=f"{where}.image_url")
+            pieces.append(url_image(image.url, where, image.detail))
+        elif part.type in ("text", "input_text") and part.text is not None:
+            pieces.append(checked_text(part.text, f"{where}.text"))
+        else:
+            role = "" if user or part.type != "image_url" else " outside a user's message"
+            raise Unsupported(f"Content part type '{part.type}' is not supported{role}.", param=f"{where}.type")
+    return joined(pieces)
 
 
 def render(parsed: Parsed[ChatRequest, ChatOptions], meta: Meta, events: Sequence[GenerationEvent]) -> ChatCompletion:

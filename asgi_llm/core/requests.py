@@ -67,13 +67,20 @@ class ImageInput:
     base64, or fetched from an allowed host), their media type where known, and `part`, the
     request path that names it in errors (`messages[1].content[0]`). `url` is the client's own
     URL (`data:` or `http(s)`) where it sent one, so that an upstream gets the image as sent;
-    `detail` is OpenAI's (`auto`, `low`, `high`), kept for an upstream."""
+    `detail` is OpenAI's (`auto`, `low`, `high`), kept for an upstream.
 
-    data: bytes
+    An adapter does no I/O and decodes nothing: it leaves `data` empty and gives the `url`, or
+    `encoded`, the base64 text of a protocol that sends bare base64 (Anthropic, Ollama). The
+    server reads them (serving/images.py: decoded off the event loop, fetched from an allowed
+    host, the format and size checked) before any engine sees the request, so an engine always
+    gets `data` filled, `media_type` the format the bytes are, and `encoded` None."""
+
+    data: bytes = field(repr=False)
     media_type: str | None = None
     part: str = ""
-    url: str | None = None
+    url: str | None = field(default=None, repr=False)
     detail: str | None = None
+    encoded: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)

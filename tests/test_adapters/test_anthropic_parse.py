@@ -126,9 +126,9 @@ INVALID = [
 
 UNSUPPORTED = [
     pytest.param(
-        user({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}}),
-        "messages[0].content[0].type",
-        id="image",
+        user({"type": "image", "source": {"type": "file", "file_id": "f"}}),
+        "messages[0].content[0].source.type",
+        id="image-file-source",
     ),
     pytest.param(
         body(messages=[*USER, {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "document"}]}]),
@@ -136,11 +136,11 @@ UNSUPPORTED = [
         id="document-second-block",
     ),
     pytest.param(
-        user({"type": "tool_result", "tool_use_id": "t", "content": [{"type": "image"}]}),
+        user({"type": "tool_result", "tool_use_id": "t", "content": [{"type": "audio"}]}),
         "messages[0].content[0].content[0].type",
-        id="image-in-tool-result",
+        id="audio-in-tool-result",
     ),
-    pytest.param(body(system=[{"type": "image"}]), "system[0].type", id="image-in-system"),
+    pytest.param(body(system=[{"type": "audio"}]), "system[0].type", id="audio-in-system"),
     pytest.param(
         body(tools=[{"type": "web_search_20250305", "name": "web_search"}]), "tools[0].type", id="server-tool"
     ),

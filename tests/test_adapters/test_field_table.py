@@ -236,7 +236,7 @@ TABLES = {
             "logprobs": Honoured(True),
             "top_logprobs": Honoured(2, needs={"logprobs": True}),
             "suffix": Refused("tail"),
-            "images": Refused(["aGk="]),
+            "images": Honoured(["aGk="]),
             "template": Refused("{{ .Prompt }}"),
             "context": Refused([1, 2]),
         },

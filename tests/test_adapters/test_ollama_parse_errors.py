@@ -91,11 +91,11 @@ INVALID = [
 UNSUPPORTED = [
     pytest.param(
         CHAT,
-        chat(messages=[{"role": "user", "content": "what?", "images": ["iVBORw0KGgo="]}]),
+        chat(messages=[{"role": "assistant", "content": "what?", "images": ["iVBORw0KGgo="]}]),
         "messages[0].images",
-        id="chat-images",
+        id="chat-images-not-user",
     ),
-    pytest.param(GENERATE, generate(images=["iVBORw0KGgo="]), "images", id="generate-images"),
+    pytest.param(GENERATE, generate(images=["iVBORw0KGgo="], raw=True), "images", id="generate-images-raw"),
     pytest.param(GENERATE, generate(suffix="return x"), "suffix", id="generate-suffix"),
     pytest.param(GENERATE, generate(template="{{ .Prompt }}"), "template", id="generate-template"),
     pytest.param(GENERATE, generate(context=[1, 2, 3]), "context", id="generate-context"),

@@ -82,9 +82,9 @@ INVALID = [
 UNSUPPORTED = [
     pytest.param(
         openai_chat,
-        chat(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]),
+        chat(messages=[{"role": "system", "content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]),
         "messages[0].content[0].type",
-        id="chat-image-part",
+        id="chat-image-part-not-user",
     ),
     pytest.param(
         openai_chat,

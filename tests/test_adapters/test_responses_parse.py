@@ -68,11 +68,11 @@ UNSUPPORTED = [
         items(
             {
                 "role": "user",
-                "content": [{"type": "input_text", "text": "a"}, {"type": "input_image", "image_url": "x"}],
+                "content": [{"type": "input_text", "text": "a"}, {"type": "input_image", "file_id": "file_1"}],
             }
         ),
-        "input[0].content[1].type",
-        id="input-image",
+        "input[0].content[1].file_id",
+        id="input-image-file-id",
     ),
     pytest.param(
         items({"role": "user", "content": "a"}, {"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}),

@@ -22,6 +22,7 @@ _ADAPTER_SHARED = (
     "asgi_llm.adapters.base",
     "asgi_llm.adapters.json_output",
     "asgi_llm.adapters.logprobs",
+    "asgi_llm.adapters.images",
 )
 
 MAY_IMPORT: dict[str, tuple[str, ...]] = {

@@ -12,9 +12,10 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from asgi_llm.core import InvalidRequest, Message, Role, ToolCall, Unsupported
+from asgi_llm.core import ImageInput, InvalidRequest, Message, Role, ToolCall, Unsupported
 
 from ...base import validate
+from ...images import checked_text, joined, url_image
 
 __all__ = ["Item", "messages", "normalize_input", "validate_at"]
 
@@ -34,6 +35,9 @@ class _Wire(BaseModel):
 class _Part(_Wire):
     type: str
     text: str | None = None
+    image_url: str | None = None
+    detail: str | None = None
+    file_id: str | None = None
 
 
 class _MessageItem(_Wire):
@@ -83,7 +87,7 @@ def normalize_input(raw: str | Sequence[Any] | None) -> list[Item]:
     if raw is None:
         return []
     if isinstance(raw, str):
-        return [_message_item("user", [raw], None)]
+        return [_message_item("user", [checked_text(raw, "input")], None)]
     return [_item(entry, f"input[{i}]") for i, entry in enumerate(raw)]
 
 
@@ -97,7 +101,9 @@ def _item(raw: Any, where: str) -> Item:
 
 def _read_message(raw: Any, where: str) -> Item:
     message = validate_at(_MessageItem, raw, where)
-    return _message_item(message.role, _texts(message.content, f"{where}.content"), message.id)
+    if isinstance(message.content, str) or message.role != "user":
+        return _message_item(message.role, _texts(message.content, f"{where}.content"), message.id)
+    return _with_id({"type": "message", "role": message.role, "content": _parts(message.content, f"{where}.content")}, message.id)
 
 
 def _read_call(raw: Any, where: str) -> Item:
@@ -132,16 +138,32 @@ _READERS: dict[str, Callable[[Any, str], Item]] = {
 
 def _texts(content: str | list[_Part], where: str) -> list[str]:
     if isinstance(content, str):
-        return [content]
+        return [checked_text(content, where)]
     texts = []
     for j, part in enumerate(content):
         if part.type not in _TEXT_PARTS or part.text is None:
-            raise Unsupported(
-                f"Content part type '{part.type}' is not supported; this model reads text only.",
-                param=f"{where}[{j}].type",
-            )
-        texts.append(part.text)
+            raise Unsupported(f"Content part type '{part.type}' is not supported here.", param=f"{where}[{j}].type")
+        texts.append(checked_text(part.text, f"{where}[{j}].text"))
     return texts
+
+
+def _parts(content: list[_Part], where: str) -> list[Item]:
+    """A user's (or system's) parts: text, and `input_image` by URL (checked here, read later)."""
+    parts: list[Item] = []
+    for j, part in enumerate(content):
+        if part.type in _TEXT_PARTS and part.text is not None:
+            parts.append({"type": "input_text", "text": checked_text(part.text, f"{where}[{j}].text")})
+            continue
+        if part.type != "input_image":
+            raise Unsupported(f"Content part type '{part.type}' is not supported here.", param=f"{where}[{j}].type")
+        if part.file_id is not None:
+            param = f"{where}[{j}].file_id"
+            raise Unsupported("Images by 'file_id' are not supported: this server keeps no files; send 'image_url'.", param=param)
+        if part.image_url is None:
+            raise InvalidRequest(f"Missing required parameter: '{where}[{j}].image_url'.", param=f"{where}[{j}].image_url")
+        url_image(part.image_url, f"{where}[{j}]", part.detail)  # refused now, not when replayed
+        parts.append({"type": "input_image", "image_url": part.image_url, "detail": part.detail or "auto"})
+    return parts
 
 
 def _message_item(role: str, texts: Iterable[str], item_id: str | None) -> Item:
@@ -158,12 +180,14 @@ def _with_id(item: Item, item_id: str | None) -> Item:
     return {**head, **item, "status": "completed"}
 
 
-def messages(instructions: str | None, items: Iterable[Item]) -> tuple[Message, ...]:
+def messages(instructions: str | None, items: Iterable[Item], first: int = 0) -> tuple[Message, ...]:
     """Core messages for normalized items: consecutive function calls share one assistant turn,
-    and reasoning rides on the assistant turn that follows it."""
-    out: list[Message] = [Message("system", instructions)] if instructions else []
+    and reasoning rides on the assistant turn that follows it. The request's `input` begins at
+    item `first` (those before are a stored conversation's), which names an image's part."""
+    out: list[Message] = [Message("system", checked_text(instructions, "instructions"))] if instructions else []
     thinking: list[str] = []
-    for item in items:
+    for i, item in enumerate(items):
+        where = f"input[{i - first}]" if i >= first else "previous_response_id"
         kind = item["type"]
         if kind == "reasoning":
             thinking.append(_reasoning_text(item))
@@ -173,9 +197,9 @@ def messages(instructions: str | None, items: Iterable[Item]) -> tuple[Message, 
             _add_call(out, ToolCall(item["call_id"], item["name"], item["arguments"]), reasoning)
         elif thinking and (kind != "message" or item["role"] != "assistant"):
             out.append(Message("assistant", "", reasoning=reasoning))
-            out.append(_message(item, None))
+            out.append(_message(item, None, where))
         else:
-            out.append(_message(item, reasoning))
+            out.append(_message(item, reasoning, where))
         thinking.clear()
     if thinking:
         out.append(Message("assistant", "", reasoning="".join(thinking)))
@@ -190,12 +214,19 @@ def _add_call(out: list[Message], call: ToolCall, reasoning: str | None) -> None
         out.append(Message("assistant", "", tool_calls=(call,), reasoning=reasoning))
 
 
-def _message(item: Item, reasoning: str | None) -> Message:
+def _message(item: Item, reasoning: str | None, where: str) -> Message:
     if item["type"] == "function_call_output":
         output = item["output"]
         text = output if isinstance(output, str) else "".join(part["text"] for part in output)
         return Message("tool", text, tool_call_id=item["call_id"])
-    return Message(_ROLES[item["role"]], "".join(part["text"] for part in item["content"]), reasoning=reasoning)
+    pieces: list[str | ImageInput] = [
+        url_image(part["image_url"], f"{where}.content[{j}]", part.get("detail"))
+        if part["type"] == "input_image"
+        else part["text"]
+        for j, part in enumerate(item["content"])
+    ]
+    text, images = joined(pieces)
+    return Message(_ROLES[item["role"]], text, reasoning=reasoning, images=images)
 
 
 def _reasoning_text(item: Item) -> str:

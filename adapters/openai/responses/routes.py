@@ -329,7 +329,7 @@ async def resolve(parsed: Parsed[ChatRequest, ResponsesOptions], store: StateSto
     request = replace(
         parsed.request,
         model=parsed.request.model or stored["response"]["model"],
-        messages=messages(options.instructions, (*history, *options.input_items)),
+        messages=messages(options.instructions, (*history, *options.input_items), first=len(history)),
     )
     return replace(parsed, request=request, options=replace(options, history=history))
 
