@@ -165,7 +165,12 @@ def show(catalog: Sequence[ModelCard], body: Any) -> Reply:
         "details": _details(card),
         "model_info": {**_model_info(card), **info},
         # Every model takes tools: a call is decoded under the tool's schema, template or not.
-        "capabilities": ["completion", "tools", *(["embedding"] if card.embeddings else [])],
+        "capabilities": [
+            "completion",
+            "tools",
+            *(["embedding"] if card.embeddings else []),
+            *(["vision"] if card.vision else []),
+        ],
         "modified_at": rfc3339(card.created),
     }
 

@@ -14,7 +14,8 @@ __all__ = ["ROUTES", "get_model", "list_models"]
 
 def _card(card: ModelCard) -> dict[str, Any]:
     """OpenAI's fields, `rerank`: how `/rerank` ranks with the model (`rank`, `judge`, or null),
-    and where the model lists them, `embedding_dimensions`: the sizes embeddings' `dimensions` takes."""
+    and where the model lists them, `embedding_dimensions`: the sizes embeddings' `dimensions` takes;
+    `vision: true` where its messages may carry images."""
     fields = {
         "id": card.id,
         "object": "model",
@@ -22,7 +23,8 @@ def _card(card: ModelCard) -> dict[str, Any]:
         "owned_by": card.owned_by,
         "rerank": card.rerank,
     }
-    return fields | ({"embedding_dimensions": list(card.embedding_dimensions)} if card.embedding_dimensions else {})
+    fields |= {"embedding_dimensions": list(card.embedding_dimensions)} if card.embedding_dimensions else {}
+    return fields | ({"vision": True} if card.vision else {})
 
 
 def list_models(catalog: Sequence[ModelCard], params: Mapping[str, str]) -> Reply:

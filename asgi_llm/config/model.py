@@ -63,6 +63,10 @@ class ModelConfig(BaseModel):
     pooling: Literal["mean", "cls", "last"] = "mean"
     rerank: bool = Field(default=False, description="A reranker GGUF: /rerank uses its classifier (rank pooling).")
     lora: LoraAdapters = Field(default=(), description="LoRA adapters loaded with it: `[{id, path, scale}]`.")
+    mmproj: str | None = Field(
+        default=None,
+        description="A vision model's projector GGUF (llama.cpp's `--mmproj`): with it, chat messages may carry images.",
+    )
     chat_template: str | None = Field(default=None, description="Overrides the template stored in the GGUF.")
     reasoning: Literal["auto", "on", "off"] = Field(
         default="auto", description="Whether it reasons when a request does not say: auto = as its template does."
@@ -152,6 +156,8 @@ class ModelConfig(BaseModel):
                 f"model {self.id!r} is served by an upstream (base_url), which needs httpx: "
                 "pip install 'asgi-llm[upstream]'"
             )
+        if self.mmproj is not None and self.is_upstream:
+            raise ValueError(f"model {self.id!r}: mmproj is for a local model (an upstream reads images itself)")
         if self.embedding_dimensions and not self.embeddings:
             raise ValueError(f"model {self.id!r}: embedding_dimensions needs embeddings = true")
         return self

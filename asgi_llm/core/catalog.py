@@ -44,3 +44,4 @@ class ModelCard:
     facts: ModelFacts = ModelFacts()
     rerank: RerankKind | None = None  # how it ranks documents for /rerank (None: it cannot)
     template: TemplateInUse | None = None  # the chat template serving a local model (None: unknown, or upstream)
+    vision: bool = False  # its messages may carry images (a local model with a projector, `mmproj`)

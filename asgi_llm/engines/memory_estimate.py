@@ -66,12 +66,14 @@ def _offloaded(config: ModelConfig, facts: ModelFacts, file_size: int, layers: i
 
 
 def estimate_memory(
-    config: ModelConfig, facts: ModelFacts, file_size: int, *, gpus: int = 1, adapters: int = 0
+    config: ModelConfig, facts: ModelFacts, file_size: int, *, gpus: int = 1, adapters: int = 0, projector: int = 0
 ) -> MemoryEstimate:
     """The cost of loading `config`'s model, whose header said `facts` and whose file has
-    `file_size` bytes, with LoRA adapter files of `adapters` bytes in all, on a machine with
-    `gpus` GPUs (the number the budget names). llama.cpp keeps each adapter tensor where its base
-    layer lives, so adapters go to the GPUs in the share the offloaded layers have."""
+    `file_size` bytes, with LoRA adapter files of `adapters` bytes in all and a vision projector
+    (`mmproj`) of `projector` bytes, on a machine with `gpus` GPUs (the number the budget names).
+    llama.cpp keeps each adapter tensor where its base layer lives, so adapters go to the GPUs in
+    the share the offloaded layers have; the projector goes whole to the main GPU once any layer
+    is offloaded (as its load is told to), else stays in RAM."""
     meta = facts.metadata
     arch = facts.architecture
     layers = _int(meta, f"{arch}.block_count")
@@ -94,10 +96,12 @@ def estimate_memory(
     if adapters and layers > 0:
         offloaded_layers = layers if config.n_gpu_layers == -1 else min(max(config.n_gpu_layers, 0), layers)
         weights_on_gpus += adapters * offloaded_layers / layers
+    if projector and config.n_gpu_layers != 0:
+        weights_on_gpus += projector
     on_gpus = weights_on_gpus + kv_cache * kv_share + (compute if weights_on_gpus else 0)
     gpu = tuple(int(on_gpus * share) for share in device_shares(config, gpus)) if on_gpus else ()
     return MemoryEstimate(
-        weights=file_size + adapters + copied,
+        weights=file_size + adapters + projector + copied,
         kv_cache=kv_cache,
         compute=compute,
         gpu=gpu,

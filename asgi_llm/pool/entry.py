@@ -18,7 +18,7 @@ from ..config import ModelConfig
 from ..core import Engine, LLMError, ModelFacts, ModelState
 from ..core.memory import MemoryEstimate
 
-__all__ = ["MOVES", "Holders", "ModelEntry", "Transition", "adapters_size", "file_size"]
+__all__ = ["MOVES", "Holders", "ModelEntry", "Transition", "adapters_size", "file_size", "projector_size"]
 
 log = logging.getLogger("asgi_llm.pool")
 
@@ -228,6 +228,15 @@ def adapters_size(config: ModelConfig) -> int:
         except OSError:
             pass
     return total
+
+
+def projector_size(config: ModelConfig) -> int:
+    """Bytes of a local model's vision projector file (`mmproj`; 0 without one, or one not there:
+    its load fails with its own error)."""
+    try:
+        return os.path.getsize(config.mmproj) if config.mmproj is not None else 0
+    except OSError:
+        return 0
 
 
 def file_size(config: ModelConfig) -> int:

@@ -36,6 +36,7 @@ class ModelReport:
     survived: Mapping[str, int] | None
     backend: Mapping[str, Any]
     chat_template: Mapping[str, Any] | None
+    vision: bool = False  # it takes images (a projector, `mmproj`)
 
     def health_row(self, limited: bool) -> dict[str, Any]:
         """Its row in `/health`: state and progress, memory and pin where residency is limited, the error."""
@@ -70,6 +71,7 @@ class ModelReport:
             "health": dict(self.survived) if self.survived is not None else None,
             "backend": dict(self.backend),
             "chat_template": self.chat_template,
+            **({"vision": True} if self.vision else {}),
         }
 
 

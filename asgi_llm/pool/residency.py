@@ -20,7 +20,7 @@ from ..core import InsufficientMemory, ModelFacts, ModelNotReady, Overloaded
 from ..core.memory import MemoryEstimate
 from ..engines.gguf_metadata import read_facts
 from ..engines.memory_estimate import estimate_memory, kv_refusal
-from .entry import ModelEntry, adapters_size, file_size
+from .entry import ModelEntry, adapters_size, file_size, projector_size
 from .report import ResidencyReport
 from .roster import Roster
 
@@ -106,7 +106,14 @@ class Residency:
         facts = entry.facts if facts is None else facts
         gpus = len(self._models.settings.gpu_memory_budget or ()) or 1  # the devices the budget names
         config = entry.config
-        cost = estimate_memory(config, facts, file_size(config), gpus=gpus, adapters=adapters_size(config))
+        cost = estimate_memory(
+            config,
+            facts,
+            file_size(config),
+            gpus=gpus,
+            adapters=adapters_size(config),
+            projector=projector_size(config),
+        )
         entry.estimated(facts, cost)
 
     def startup(self, entries: Iterable[ModelEntry]) -> list[ModelEntry]:

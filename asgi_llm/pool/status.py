@@ -62,6 +62,7 @@ class Status:
                 facts=s.facts,
                 rerank=None if s.config.is_upstream else ("rank" if s.config.rerank else "judge"),
                 template=_template(s),
+                vision=s.config.mmproj is not None,
             )
             for s, memory in ((s, s.measured or s.cost) for s in self._models.entries)
         ]
@@ -135,4 +136,5 @@ def _report(entry: ModelEntry, now: float, wall: float) -> ModelReport:
         else {"faults": health.faults, "stalls": health.stalls, "restarts": health.restarts},
         backend=engine.describe() if engine is not None else {},
         chat_template=_described(_template(entry)),
+        vision=entry.config.mmproj is not None,
     )

@@ -5,16 +5,40 @@ whatever the weights."""
 from __future__ import annotations
 
 import ctypes
+import os
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from llama_cpp import llama_cpp, mtmd_cpp
 
+from asgi_llm import ModelConfig
 from asgi_llm.config.sources import default_model_path
+from asgi_llm.core import (
+    IMAGE_MARKER,
+    ChatRequest,
+    Finish,
+    ImageInput,
+    InvalidRequest,
+    Message,
+    SamplingParams,
+    TextDelta,
+)
+from asgi_llm.engines.llamacpp import LlamaCppEngine
 
-from .standin_projector import write_projector
+from .local_engine import local_engine
+from .standin_projector import image_tokens, png, write_projector
 
 pytestmark = pytest.mark.model
+KEEP_TALKING = ((0, -100.0), (2, -100.0))  # tokens 0 and 2 end SmolLM2's turn
+RED = png(48, 40, lambda x, y: (200 + x % 50, 10 * (y % 3), 20))
+BLUE = png(48, 40, lambda x, y: (10, (x * y) % 256, 240 - y))
+
+
+def fresh() -> bytes:
+    """A picture of random pixels."""
+    noise = os.urandom(16 * 16 * 3)
+    return png(16, 16, lambda x, y: (noise[3 * (16 * y + x)], noise[3 * (16 * y + x) + 1], noise[3 * (16 * y + x) + 2]))
 
 
 @pytest.fixture(scope="session")
@@ -37,3 +61,92 @@ def test_the_stand_in_projector_loads_for_the_packaged_model(projector: Path) ->
             mtmd_cpp.mtmd_free(ctypes.c_void_p(context))
     finally:
         llama_cpp.llama_model_free(model)
+
+
+def chat(*turns: Message, max_tokens: int = 12) -> ChatRequest:
+    sampling = SamplingParams(max_tokens=max_tokens, temperature=0, logit_bias=KEEP_TALKING)
+    return ChatRequest(model="m", messages=turns, sampling=sampling)
+
+
+def asking(*images: bytes, text: str = "What is in this picture?") -> Message:
+    parts = tuple(ImageInput(data, "image/png", f"messages[0].content[{i}]") for i, data in enumerate(images))
+    return Message("user", IMAGE_MARKER * len(images) + text, images=parts)
+
+
+async def answer(engine: LlamaCppEngine, request: ChatRequest) -> tuple[str, Finish]:
+    text, finish = "", None
+    async for event in engine.generate(request):
+        if isinstance(event, TextDelta):
+            text += event.text
+        elif isinstance(event, Finish):
+            finish = event
+    assert finish is not None
+    return text, finish
+
+
+def encodes(engine: LlamaCppEngine) -> int:
+    return int(engine.describe()["projector"]["encodes"])
+
+
+@pytest.fixture(scope="module")
+async def vision(projector: Path) -> AsyncIterator[LlamaCppEngine]:
+    async with local_engine(ModelConfig(n_ctx=1024, parallel=2, n_threads=1, mmproj=str(projector))) as engine:
+        yield engine
+
+
+@pytest.mark.anyio
+async def test_an_image_is_read_and_its_tokens_counted(vision: LlamaCppEngine) -> None:
+    assert vision.reads_images
+    request = chat(asking(RED))
+    counted = await vision.count_tokens(request)
+    without = await vision.count_tokens(chat(Message("user", "What is in this picture?")))
+    assert counted - without == image_tokens()
+    text, finish = await answer(vision, request)
+    assert text and finish.usage.prompt_tokens == counted
+
+
+@pytest.mark.anyio
+async def test_greedy_output_follows_the_image(vision: LlamaCppEngine) -> None:
+    red = [(await answer(vision, chat(asking(RED), max_tokens=16)))[0] for _ in range(3)]
+    assert red[0] == red[1] == red[2]
+    blue = (await answer(vision, chat(asking(BLUE), max_tokens=16)))[0]
+    assert blue != red[0]
+
+
+@pytest.mark.anyio
+async def test_a_second_turn_about_the_same_picture_skips_the_encoder(vision: LlamaCppEngine) -> None:
+    green, blue, yellow = (fresh() for _ in range(3))  # pictures no cache holds yet (the engine serves both backends)
+    first = asking(green, text="Describe it.")
+    reply, _ = await answer(vision, chat(first))
+    before = encodes(vision)
+    _, finish = await answer(vision, chat(first, Message("assistant", reply), Message("user", "And its colour?")))
+    assert encodes(vision) == before
+    assert finish.usage.cached_tokens > image_tokens()
+    await answer(vision, chat(asking(green, blue, text="Compare them.")))  # the green one is cached
+    assert encodes(vision) == before + 1
+    await answer(vision, chat(asking(yellow, green, text="Compare them.")))  # a prefix no cache holds: both read
+    assert encodes(vision) == before + 3
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "data", [RED[: len(RED) // 2], b"not an image at all", b""], ids=["truncated", "text", "empty"]
+)
+async def test_an_image_that_does_not_decode_is_a_400_naming_its_part(vision: LlamaCppEngine, data: bytes) -> None:
+    request = chat(asking(RED, data))
+    for call in (vision.count_tokens(request), answer(vision, request)):
+        with pytest.raises(InvalidRequest) as refused:
+            await call
+        assert refused.value.param == "messages[0].content[1]"
+    text, _ = await answer(vision, chat(asking(RED)))  # and the model goes on
+    assert text
+
+
+@pytest.mark.anyio
+async def test_a_model_without_a_projector_refuses_images() -> None:
+    async with local_engine(ModelConfig(n_ctx=512, parallel=1, n_threads=1)) as engine:
+        assert not engine.reads_images
+        for call in (engine.count_tokens(chat(asking(RED))), answer(engine, chat(asking(RED)))):
+            with pytest.raises(InvalidRequest) as refused:
+                await call
+            assert refused.value.param == "messages[0].content[0]"

@@ -138,6 +138,20 @@ def test_lora_adapters_count_with_the_weights_on_the_devices_of_their_layers() -
     assert half_adapters.ram == half.ram + adapters - adapters // 2
 
 
+def test_a_projector_counts_with_the_weights_on_the_main_gpu_once_layers_offload() -> None:
+    facts, size, cpu_config = _packaged()
+    projector = 5 * 2**20
+    base, seeing = (
+        estimate_memory(cpu_config, facts, size),
+        estimate_memory(cpu_config, facts, size, projector=projector),
+    )
+    assert seeing.weights == base.weights + projector and seeing.ram == base.ram + projector
+    gpu_config = _packaged(n_gpu_layers=15)[2]
+    offloaded = estimate_memory(gpu_config, facts, size)
+    offloaded_seeing = estimate_memory(gpu_config, facts, size, projector=projector)
+    assert offloaded_seeing.on_gpu(0) == offloaded.on_gpu(0) + projector and offloaded_seeing.ram == offloaded.ram
+
+
 def test_the_pool_estimate_reads_the_adapter_files(tmp_path: os.PathLike[str]) -> None:
     from asgi_llm.pool.entry import adapters_size
 

@@ -69,9 +69,11 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.core",
         "asgi_llm.engines.llamacpp.jobs",
         "asgi_llm.engines.llamacpp.cache_reading",
+        "asgi_llm.engines.llamacpp.media_reading",
         "asgi_llm.engines.llamacpp.prompt_cache",
         "asgi_llm.engines.llamacpp.prompt_files",
     ),
+    "asgi_llm.engines.llamacpp.media_reading": ("asgi_llm.engines.llamacpp.jobs",),
     "asgi_llm.engines.llamacpp.thread_governor": (),
     "asgi_llm.engines.llamacpp.core_load": ("asgi_llm.engines.llamacpp.thread_governor",),
     "asgi_llm.engines.upstream": (

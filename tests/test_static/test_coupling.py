@@ -66,6 +66,8 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("asgi_llm/engines/llamacpp/native.py", "_CAPTURE"): _THREAD_LOCAL,
     ("asgi_llm/engines/llamacpp/native.py", "params"): _C_STRUCTS,
     ("asgi_llm/engines/llamacpp/native.py", "native"): _C_STRUCTS,
+    ("asgi_llm/engines/llamacpp/projector.py", "params"): _C_STRUCTS,
+    ("asgi_llm/engines/llamacpp/projector.py", "self._options.video_params"): _C_STRUCTS,
     ("asgi_llm/engines/decoding/formats.py", "checker"): _FORMAT_CHECKER,
     ("asgi_llm/engines/llamacpp/batching.py", "error"): _EXCEPTION_CAUSE,
     **{
@@ -73,6 +75,7 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
         for module, objects in {
             "batching": ("job", "job.ticket", "ticket", "leader", "follower"),
             "cache_reading": ("job", "follower", "target", "slot", "slot.job"),
+            "media_reading": ("job",),
             "lora": ("slot",),
             "reranking": ("ticket",),
             "runtime": ("ticket", "self.scheduler"),

@@ -29,6 +29,7 @@ from ...core.errors import InternalError
 from ...core.events import EngineEvent
 from .cache_reading import CacheReader
 from .jobs import END, Backend, BatchToken, Gate, Job
+from .media_reading import read_media
 from .prompt_cache import PromptCache, common_prefix
 from .prompt_files import PromptFiles
 
@@ -128,7 +129,7 @@ class Scheduler:
         faults = self.faults
         for job in [j for j in self._active if j.ticket.cancelled]:
             self._end(job)
-        admitted = self._admit()
+        admitted = self._admit() | read_media(self._active, self._backend, self._fail)  # admitted first
         batch, fed = self._plan()
         if batch:
             self._decode(batch, fed)

@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 
 from ...config import ModelConfig
-from ...core.engine import Embedder, EngineHealth, LoraOwner, Reranker, TokenizerOwner
+from ...core.engine import Embedder, EngineHealth, ImageReader, LoraOwner, Reranker, TokenizerOwner
 from ...core.errors import ContextOverflow, ModelNotReady, Overloaded
 from ...core.events import EmbeddingResult, EngineEvent
 from ...core.ranking import RerankKind, RerankRequest, RerankResult
@@ -43,9 +43,10 @@ which slows the inference thread's share of every step (measured: 12 ms a token 
 beside one compile), so a burst of new schemas waits rather than crowd the decode out."""
 
 
-class LlamaCppEngine(Embedder, Reranker, TokenizerOwner, LoraOwner):
+class LlamaCppEngine(Embedder, Reranker, TokenizerOwner, LoraOwner, ImageReader):
     """One GGUF model. Up to `config.parallel` choices decode at once; the rest wait in FIFO order.
-    It embeds, reranks, tokenizes and applies LoRA adapters."""
+    It embeds, reranks, tokenizes and applies LoRA adapters; with a projector (`mmproj`), its chats
+    take images."""
 
     def __init__(self, config: ModelConfig, thread: InferenceThread) -> None:
         self.config = config
@@ -67,6 +68,12 @@ class LlamaCppEngine(Embedder, Reranker, TokenizerOwner, LoraOwner):
     def context_length(self) -> int:
         """Positions one choice may use (prompt and output)."""
         return self.runtime.context_length if self.runtime is not None else self.config.n_ctx
+
+    @property
+    def reads_images(self) -> bool:
+        """Whether its chats take images: it has a projector (once loaded, one that loaded)."""
+        runtime = self.runtime
+        return runtime.projector is not None if runtime is not None else self.config.mmproj is not None
 
     @property
     def decoded_tokens(self) -> int:

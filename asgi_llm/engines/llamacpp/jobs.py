@@ -16,7 +16,20 @@ from ...core.events import EngineEvent, GenerationEvent
 if TYPE_CHECKING:
     from .batching import Slot
 
-__all__ = ["END", "Backend", "BatchToken", "Choice", "Delivery", "Ended", "Gate", "Job", "Ticket", "Turn", "delivered"]
+__all__ = [
+    "END",
+    "Backend",
+    "BatchToken",
+    "Choice",
+    "Delivery",
+    "Ended",
+    "Gate",
+    "Job",
+    "Media",
+    "Ticket",
+    "Turn",
+    "delivered",
+]
 
 
 class Ended:
@@ -101,6 +114,23 @@ class Choice(Protocol):
         ...
 
 
+class Media(Protocol):
+    """A prompt the batch cannot read whole: one with images, each read through the projector's
+    encoder (projector.py). Its images stand in the job's prompt as runs of stand-in ids; from
+    `tail` on, where its last run of text begins, the batch reads it as any prompt."""
+
+    @property
+    def tail(self) -> int: ...
+
+    def boundary(self, position: int) -> int:
+        """`position`, or the start of the image run it falls inside (an image is read whole)."""
+        ...
+
+    def read(self, sequence: int, start: int) -> None:
+        """Put the prompt's positions from `start` up to `tail` into `sequence`, at once."""
+        ...
+
+
 class Ticket:
     """One request: where its events go (`send` is False once nobody listens), and whether its
     client is still there (set from the event loop, read here every step)."""
@@ -135,6 +165,7 @@ class Job:
     leader: Job | None = None  # a choice of the same prompt whose reading this one will copy
     followers: list[Job] = field(default_factory=list)
     setting: tuple[float, ...] = ()  # its LoRA adapters' scales: jobs of one decode share them
+    media: Media | None = None  # its prompt's images, read before the batch reads the rest
 
 
 class Gate(Protocol):

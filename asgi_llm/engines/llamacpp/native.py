@@ -35,6 +35,7 @@ __all__ = [
     "new_context",
     "new_single_context",
     "route_llama_logs",
+    "route_mtmd_logs",
 ]
 
 internals: Any = _internals  # untyped
@@ -79,6 +80,14 @@ def route_llama_logs() -> None:
     """llama.cpp logs through one process-wide hook, which importing llama_cpp points at
     stderr; point it at our logger instead. Idempotent."""
     llama_cpp.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p(0))
+
+
+def route_mtmd_logs() -> None:
+    """The multimodal library (a projector's, projector.py) logs through hooks of its own, which
+    point at stderr: the same route. Idempotent."""
+    from llama_cpp import mtmd_cpp  # loads libmtmd: only where a model has a projector
+
+    mtmd_cpp.mtmd_helper_log_set(_LOG_CALLBACK, ctypes.c_void_p(0))
 
 
 _FLASH_ATTN = {

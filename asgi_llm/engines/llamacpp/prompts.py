@@ -92,7 +92,7 @@ class Prompts:
         prompt opened it (as some templates do); None for models that do not reason in blocks."""
         if not self.facts.thinks:
             return None
-        tail = self._model.detokenize(prompt[-8:], special=True)
+        tail = self._model.detokenize([t for t in prompt[-8:] if t >= 0], special=True)  # no image's stand-ins
         return ReasoningSplitter(*THINK, inside=tail.rstrip().endswith(THINK[0]))
 
     def of(self, request: GenerationRequest) -> list[tuple[list[int], str | None]]:

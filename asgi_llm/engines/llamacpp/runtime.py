@@ -9,14 +9,15 @@ flight ending with a 503, so the next request finds a consistent model.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from ...config import ModelConfig
-from ...core.errors import ModelNotReady, Unsupported
+from ...core.errors import InvalidRequest, ModelNotReady, Unsupported
 from ...core.events import EmbeddingResult, TokenLogprob
-from ...core.requests import ChatRequest, EmbeddingRequest, GenerationRequest
+from ...core.requests import ChatRequest, EmbeddingRequest, GenerationRequest, ImageInput
 from ..decoding.constraints import Constraint, LazyCalls
 from ..decoding.tool_detect import MARKERS
 from ..memory_estimate import MemoryEstimate, prompt_cache_bytes
@@ -27,6 +28,7 @@ from .embedding import Embedder
 from .jobs import BatchToken, Job, Ticket
 from .lora import AdapterDefaults, AdapterGate, LoadedAdapters, Setting
 from .native import Decoder, Model, backend_info, llama_log_lines, new_context, new_single_context
+from .projector import MediaPrompt, Projector
 from .prompt_cache import PromptCache
 from .prompt_files import PromptFiles, fingerprint
 from .prompts import THINK, Prompts
@@ -68,6 +70,9 @@ class Runtime:
         if cfg.adapt_threads and cfg.threads > 1:
             governed = GovernedThreads(context.ctx, cfg.threads, cfg.n_threads_batch or cfg.threads)
         self.decoder = Decoder(context, governed)
+        self.projector: Projector | None = None
+        if cfg.mmproj:
+            self.projector, self.memory = _projector(cfg, model, self.decoder, self.memory)
         self.cache = PromptCache(prompt_cache_bytes(cfg)) if cfg.prompt_cache_mib else None
         self.files = _prompt_files(cfg, self.decoder.per_sequence) if cfg.prompt_cache_dir else None
         self.scheduler = Scheduler(
@@ -105,6 +110,8 @@ class Runtime:
         if self.embedder is not None:
             self.embedder.close()
         self.reranker.close()
+        if self.projector is not None:
+            self.projector.close()
         self.model.close()
 
     def restart(self, why: str) -> None:
@@ -149,6 +156,10 @@ class Runtime:
         self.usable()
         setting = self.lora.setting(request.adapters)
         self.prompts.check_bias(request.sampling)
+        if (images := _images(request)) and self.projector is None:
+            raise InvalidRequest(
+                f"The model '{self.config.id}' does not take images.", param=images[0].part or "messages"
+            )
         return setting
 
     def submit(self, request: GenerationRequest, ticket: Ticket, constraint: Constraint) -> bool:
@@ -156,7 +167,7 @@ class Runtime:
         compiled off this thread); request errors raise here, before any event. True when it
         waits for a free sequence."""
         setting = self.check(request)
-        prompts = self.prompts.of(request)  # first: a prompt that cannot fit costs no sampler
+        prompts, media = self._prompts(request)  # first: a prompt that cannot fit costs no sampler
         for tokens, _ in prompts:
             self.prompts.check_fits(tokens, request)
         jobs = []
@@ -165,7 +176,7 @@ class Runtime:
             group = object()
             for j in range(request.n):
                 choice = make(tokens, p * request.n + j, echo, j == 0)
-                jobs.append(Job(ticket, tokens, choice, group=group, setting=setting))
+                jobs.append(Job(ticket, tokens, choice, group=group, setting=setting, media=media))
         ticket.open = len(jobs)
         return self.scheduler.submit(jobs)
 
@@ -222,8 +233,26 @@ class Runtime:
             raise ModelNotReady(f"The model '{self.config.id}' cannot serve: {self.failed}.")
 
     def count(self, request: GenerationRequest) -> int:
-        self.usable()
-        return sum(len(tokens) for tokens, _ in self.prompts.of(request))
+        self.check(request)
+        prompts, media = self._prompts(request)
+        if media is not None:
+            media.close()
+        return sum(len(tokens) for tokens, _ in prompts)
+
+    def _prompts(self, request: GenerationRequest) -> tuple[list[tuple[list[int], str | None]], MediaPrompt | None]:
+        """`Prompts.of`'s, or a chat's with images: its text tokenized with them by the projector
+        (each image a run of stand-in ids), and what reads them into a sequence."""
+        images = _images(request)
+        if not images or self.projector is None or not isinstance(request, ChatRequest):
+            return self.prompts.of(request), None
+        text = self.prompts.chat_text(request)
+        media = self.projector.prompt(
+            text, images, add_special=not text.startswith(self.prompts.template.bos_token or "\0")
+        )
+        if media.tail >= len(media.tokens):
+            media.close()
+            raise InvalidRequest("An image may not end the prompt: some text must follow it.", param=images[-1].part)
+        return [(media.tokens, None)], media
 
     def embed(self, request: EmbeddingRequest) -> EmbeddingResult:
         self.usable()
@@ -284,6 +313,8 @@ class Runtime:
             }
         if self.files is not None:
             described["prompt_files"] = self.files.stats()
+        if self.projector is not None:
+            described["projector"] = {"images": self.projector.images, "encodes": self.projector.encodes}
         return described
 
 
@@ -302,10 +333,39 @@ def _prompt_files(cfg: ModelConfig, per_sequence: int) -> PromptFiles:
             "flash_attn": cfg.flash_attn,
             "offload_kqv": cfg.offload_kqv,
             "lora": [(adapter.id, adapter.path) for adapter in cfg.lora],
+            "mmproj": _file_identity(cfg.mmproj),
         },
     )
     budget = cfg.prompt_cache_disk_mib * 1024 * 1024
     return PromptFiles(cfg.prompt_cache_dir, budget, digest, pending=max(prompt_cache_bytes(cfg), 64 << 20))
+
+
+def _images(request: GenerationRequest) -> tuple[ImageInput, ...]:
+    if not isinstance(request, ChatRequest):
+        return ()
+    return tuple(image for message in request.messages for image in message.images)
+
+
+def _projector(
+    cfg: ModelConfig, model: Model, decoder: Decoder, memory: MemoryEstimate | None
+) -> tuple[Projector, MemoryEstimate | None]:
+    """The model's projector, loaded; and its memory added: what its load logged (compute
+    buffers) and its file's size as weights, on the main GPU where the model offloads."""
+    assert cfg.mmproj is not None
+    with llama_log_lines() as lines:
+        projector = Projector(model, cfg, decoder)
+    size = os.path.getsize(cfg.mmproj)
+    gpu = (0,) * cfg.main_gpu + (size,) if cfg.n_gpu_layers != 0 and backend_info()["gpu_offload"] else ()
+    return projector, _plus(memory, _plus(MemoryEstimate(weights=size, gpu=gpu), measured_memory(lines)))
+
+
+def _file_identity(path: str | None) -> str | None:
+    """A projector file as saved prompts depend on it: its path, size and time (a prompt's
+    images were read through it)."""
+    if path is None:
+        return None
+    stat = os.stat(path)
+    return f"{path}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
 def _plus(a: MemoryEstimate | None, b: MemoryEstimate | None) -> MemoryEstimate | None:
