@@ -74,11 +74,18 @@ class Settings(BaseModel):
     cors_origins: tuple[str, ...] = Field(
         default=(), description="Origins a web page may call `asgi-llm serve` from (`*`: any); a mounted app leaves CORS to its host."
     )
+    image_url_hosts: tuple[str, ...] = Field(
+        default=(), description="Hosts remote image URLs are fetched from (`*.example.com`: its subdomains); none by default."
+    )
+    image_fetch_timeout: float = Field(default=10.0, gt=0, description="Seconds fetching one remote image may take.")
+    max_image_bytes: int = Field(default=20 * 1024 * 1024, ge=1, description="Bytes (or `20MiB`) of one image, decoded.")
+    max_image_pixels: int = Field(default=7680 * 4320, ge=1, description="Pixels (width × height) of one image.")
+    max_images: int = Field(default=16, ge=0, description="Images in one request.")
     web_ui: bool | None = Field(
         default=None, description="The chat and operator page at `/ui` below the mount; None = on for `asgi-llm serve` only."
     )
 
-    @field_validator("memory_budget", mode="before")
+    @field_validator("memory_budget", "max_image_bytes", mode="before")
     @classmethod
     def _size(cls, value: Any) -> Any:
         return parse_size(value) if isinstance(value, str) else value

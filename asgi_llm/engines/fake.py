@@ -22,7 +22,7 @@ from ..core import (
     TextDelta,
     Usage,
 )
-from ..core.engine import Embedder, EngineHealth, Reranker, TokenizerOwner
+from ..core.engine import Embedder, EngineHealth, ImageReader, Reranker, TokenizerOwner
 from ..core.events import Embedding
 from ..core.memory import MemoryEstimate
 from .inference_thread import InferenceThread
@@ -36,9 +36,10 @@ class _Gate(Protocol):
     def wait(self) -> Awaitable[object]: ...
 
 
-class FakeEngine(Embedder, Reranker, TokenizerOwner):
+class FakeEngine(Embedder, Reranker, TokenizerOwner, ImageReader):
     """Replies with `pieces` for every choice; `loaded` gates `load()`; `error` is raised instead.
-    It embeds, reranks and tokenizes (scripted); it has no LoRA adapters."""
+    It embeds, reranks and tokenizes (scripted); it has no LoRA adapters. With `images` it takes
+    images (and ignores them); `requests` keeps what each generation was asked, as it was asked."""
 
     def __init__(
         self,
@@ -48,17 +49,24 @@ class FakeEngine(Embedder, Reranker, TokenizerOwner):
         pieces: Sequence[str] = ("Hello", " there"),
         error: LLMError | None = None,
         loaded: _Gate | None = None,
+        images: bool = False,
     ) -> None:
         self.config = config
         self.pieces = tuple(pieces)
         self.error = error
         self._loaded = loaded
+        self._images = images
+        self.requests: list[GenerationRequest] = []
         self.closed = False
         self.state = EngineHealth()
         """What `health` reports: set it to a stalled one to see how the rest reacts."""
         self.progress = 0.0  # how far `load` has got, as /health shows it: set it from a slow load
         self.waiting = 0  # requests queued, as metrics show them
         self.memory: MemoryEstimate | None = None  # what the model lists show it holds once loaded
+
+    @property
+    def reads_images(self) -> bool:
+        return self._images
 
     @property
     def context_length(self) -> int:
@@ -81,6 +89,7 @@ class FakeEngine(Embedder, Reranker, TokenizerOwner):
         return self._events(request)
 
     async def _events(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
+        self.requests.append(request)
         if self.error is not None:
             raise self.error
         limit = request.sampling.max_tokens or len(self.pieces)

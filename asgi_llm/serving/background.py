@@ -31,6 +31,7 @@ from ..http.asgi import Send, send_json, start_stream
 from ..http.context import Meter, RequestContext
 from ..http.trace_notes import TraceNotes
 from ..pool import ModelPool
+from .images import check_images
 
 __all__ = ["RUN_SUFFIX", "BackgroundRuns", "OwnedRuns", "send_streamed"]
 
@@ -236,6 +237,7 @@ async def _generated(
     """The generation, its events kept as they come; `in_progress` once the model starts on it."""
     async with pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
         meter.serving(model_id)
+        check_images(parsed.request, engine, model_id)
         events = engine.generate(parsed.request)
         if notes is not None:
             events = notes.watch(events)

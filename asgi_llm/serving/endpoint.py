@@ -32,7 +32,17 @@ from ..adapters.base import (
     StreamEncoder,
     TokenizerRoute,
 )
-from ..core import EngineEvent, GenerationEvent, InternalError, InvalidRequest, LLMError, PromptRead, Queued, Usage
+from ..core import (
+    Engine,
+    EngineEvent,
+    GenerationEvent,
+    InternalError,
+    InvalidRequest,
+    LLMError,
+    PromptRead,
+    Queued,
+    Usage,
+)
 from ..http.asgi import Receive, Scope, Send, send_json, send_text, start_stream
 from ..http.body import ClientGone
 from ..http.context import InProcessCall, Meter, request_context, request_info, send_error
@@ -41,6 +51,7 @@ from ..storage.state import owned_by
 from .background import BackgroundRuns, send_streamed
 from .call import Call, Disconnected, check_context, meta
 from .fallback import Fallbacks, with_fallback_header
+from .images import check_images, image_rules, read_images
 from .model_routes import count, embed, lora_adapters, rerank, tokenize
 
 __all__ = ["Endpoint"]
@@ -118,6 +129,8 @@ class Endpoint:
         parsed, notes = _capped(route.parse(await call.body()), context.max_tokens), context.trace
         if route.resolve is not None:
             parsed = await route.resolve(parsed, store)
+        request = await read_images(parsed.request, image_rules(self._pool.settings))
+        parsed = dataclasses.replace(parsed, request=request) if request is not parsed.request else parsed
         if notes is not None:
             notes.asked(parsed.request)
         if parsed.background:  # answered at once, then generated on (background.py)
@@ -132,7 +145,11 @@ class Endpoint:
         in_process = context.in_process
         chain = self._pool.chain(parsed.request.model)  # the model, then its fallbacks (fallback.py)
         watchers = [meter.serving] if in_process is None else [meter.serving, in_process.serving]
-        checked = lambda e, m: check_context(parsed, e, m)
+
+        def checked(engine: Engine, model_id: str) -> None:
+            check_context(parsed, engine, model_id)
+            check_images(parsed.request, engine, model_id)
+
         serving = Fallbacks(self._pool, chain, parsed.keep_alive, checked, watchers)
         send, started = with_fallback_header(send, serving), meta(serving.model, context.request_id)
         events = serving.events(parsed.request)

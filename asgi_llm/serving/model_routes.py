@@ -6,6 +6,7 @@ request's protocol through the endpoint, which owns the error envelope."""
 
 from __future__ import annotations
 
+import dataclasses
 import urllib.parse
 from typing import Any
 
@@ -29,6 +30,7 @@ from ..core.embedding_sizes import embedding_size, shortened
 from ..http.asgi import send_json
 from ..http.context import request_info
 from .call import Call, check_context, meta
+from .images import check_images, image_rules, read_images
 
 __all__ = ["count", "embed", "lora_adapters", "rerank", "tokenize"]
 
@@ -62,8 +64,11 @@ async def count(route: CountRoute[Any, Any], call: Call) -> None:
     parsed = route.parse(await call.body())
     if route.resolve is not None:
         parsed = await route.resolve(parsed, call.store)
-    async with call.pool.use(parsed.request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
+    request = await read_images(parsed.request, image_rules(call.pool.settings))
+    async with call.pool.use(request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
         call.meter.serving(model_id)
+        check_images(request, engine, model_id)
+        parsed = dataclasses.replace(parsed, request=request)
         tokens = await call.until(lambda: engine.count_tokens(parsed.request))
     await send_json(call.send, 200, route.render(parsed, tokens))
 

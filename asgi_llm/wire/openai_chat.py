@@ -18,8 +18,10 @@ __all__ = [
     "ChunkDelta",
     "ChunkFunction",
     "ChunkToolCall",
+    "ContentPart",
     "FunctionCall",
     "FunctionDefinition",
+    "ImageUrl",
     "JsonSchemaFormat",
     "Logprobs",
     "NamedToolChoice",
@@ -45,9 +47,24 @@ class ToolCall(TypedDict):
     function: FunctionCall
 
 
+class ImageUrl(TypedDict):
+    url: str
+    """A `data:` URL or an `http(s)` one."""
+    detail: NotRequired[str]
+
+
+class ContentPart(TypedDict):
+    """One part of a message with images: `text` with its `text`, or `image_url` with its URL."""
+
+    type: str
+    text: NotRequired[str]
+    image_url: NotRequired[ImageUrl]
+
+
 class ChatMessage(TypedDict):
     role: str
-    content: str | None
+    content: str | list[ContentPart] | None
+    """Text; parts where a request's message carries images (the upstream engine's requests)."""
     name: NotRequired[str]
     tool_calls: NotRequired[list[ToolCall]]
     tool_call_id: NotRequired[str]

@@ -143,14 +143,24 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.pool",
         "asgi_llm.serving",
     ),
-    "asgi_llm.serving.background": ("asgi_llm.core", "asgi_llm.http", "asgi_llm.adapters.base", "asgi_llm.pool"),
+    "asgi_llm.serving.background": (
+        "asgi_llm.core",
+        "asgi_llm.http",
+        "asgi_llm.adapters.base",
+        "asgi_llm.pool",
+        "asgi_llm.serving.images",
+    ),
     "asgi_llm.serving.model_routes": (
         "asgi_llm.core",
         "asgi_llm.http",
         "asgi_llm.adapters.base",
         "asgi_llm.pool",
         "asgi_llm.serving.call",
+        "asgi_llm.serving.images",
     ),
+    # a request's images read before an engine sees them; the one fetch a request can cause
+    "asgi_llm.serving.images": ("asgi_llm.core", "asgi_llm.config", "asgi_llm.serving.image_fetch"),
+    "asgi_llm.serving.image_fetch": ("asgi_llm.core",),
     "asgi_llm.serving.call": ("asgi_llm.core", "asgi_llm.http", "asgi_llm.adapters.base", "asgi_llm.pool"),
     "asgi_llm.serving.fallback": ("asgi_llm.core", "asgi_llm.http.asgi", "asgi_llm.pool"),
     "asgi_llm.app": (
@@ -386,10 +396,15 @@ def test_only_the_engine_package_imports_llama_cpp() -> None:
     assert importers and all(name.startswith("asgi_llm.engines.llamacpp.") for name in importers), importers
 
 
-def test_only_the_upstream_engine_imports_httpx() -> None:
-    """The engine's requests and its discovery of an upstream's models: the HTTP side, in two modules
-    (the `upstream` extra; tests/test_app/test_without_extras.py runs the rest without it)."""
-    assert importers_of("httpx") == {"asgi_llm.engines.upstream.engine", "asgi_llm.engines.upstream.discovery"}
+def test_only_the_upstream_engine_and_the_image_fetch_import_httpx() -> None:
+    """The engine's requests and its discovery of an upstream's models: the HTTP side, in two modules;
+    and a remote image's fetch from an allowed host, imported when one is fetched (the `upstream`
+    extra; tests/test_app/test_without_extras.py runs the rest without it)."""
+    assert importers_of("httpx") == {
+        "asgi_llm.engines.upstream.engine",
+        "asgi_llm.engines.upstream.discovery",
+        "asgi_llm.serving.image_fetch",
+    }
 
 
 def test_only_otel_imports_opentelemetry() -> None:

@@ -29,7 +29,7 @@ import httpx
 from pydantic import SecretStr
 
 from ...config import ModelConfig
-from ...core.engine import Embedder, EngineHealth
+from ...core.engine import Embedder, EngineHealth, ImageReader
 from ...core.errors import BadGateway, GatewayTimeout, LLMError, Unavailable, Unsupported
 from ...core.events import EmbeddingResult, EngineEvent
 from ...core.memory import MemoryEstimate
@@ -71,10 +71,11 @@ class _NotFound(Exception):
     """The upstream has no such endpoint (404 / 405)."""
 
 
-class UpstreamEngine(Embedder):
+class UpstreamEngine(Embedder, ImageReader):
     """One model on one or more upstream replicas; nothing here runs a model in this process. It
     embeds; it neither reranks nor tokenizes (no standard OpenAI endpoint does), and LoRA adapters
-    are the upstream's business."""
+    are the upstream's business. It takes images and sends them on as OpenAI chat's `image_url`
+    parts, as the client sent them: whether the upstream's model reads them is the upstream's to say."""
 
     def __init__(self, config: ModelConfig, *, environ: Mapping[str, str] | None = None) -> None:
         env = os.environ if environ is None else environ
@@ -94,6 +95,10 @@ class UpstreamEngine(Embedder):
         self.progress = 0.0  # no weights to read here: its load opens connections and checks the replicas
         self.waiting = 0  # requests queue at the upstream, not here
         self.memory: MemoryEstimate | None = None  # the model is held by the upstream, not in this process
+
+    @property
+    def reads_images(self) -> bool:
+        return True
 
     @property
     def context_length(self) -> int:

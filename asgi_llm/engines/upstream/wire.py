@@ -9,6 +9,7 @@ retries and cancellation work the same whether our own client streams or not.
 
 from __future__ import annotations
 
+import base64
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,17 +17,19 @@ from typing import Any
 
 from ...core.errors import Unsupported
 from ...core.requests import (
+    IMAGE_MARKER,
     ChatRequest,
     CompletionRequest,
     EmbeddingRequest,
     GenerationRequest,
+    ImageInput,
     Message,
     OutputFormat,
     SamplingParams,
     ToolChoice,
     ToolSpec,
 )
-from ...wire.openai_chat import ChatMessage, JsonSchemaFormat, ResponseFormat, Tool
+from ...wire.openai_chat import ChatMessage, ContentPart, JsonSchemaFormat, ResponseFormat, Tool
 from ...wire.openai_chat import ToolChoice as WireToolChoice
 
 __all__ = [
@@ -129,7 +132,7 @@ def _streaming(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _message(message: Message) -> ChatMessage:
-    out: ChatMessage = {"role": message.role, "content": message.content}
+    out: ChatMessage = {"role": message.role, "content": _content(message) if message.images else message.content}
     if message.name is not None:
         out["name"] = message.name
     if message.tool_calls:
@@ -141,6 +144,30 @@ def _message(message: Message) -> ChatMessage:
     if message.tool_call_id is not None:
         out["tool_call_id"] = message.tool_call_id
     return out
+
+
+def _content(message: Message) -> list[ContentPart]:
+    """A message with images as OpenAI chat's parts: its text between them, each image where its
+    marker stood."""
+    parts: list[ContentPart] = []
+    for k, text in enumerate(message.content.split(IMAGE_MARKER)):
+        if text:
+            parts.append({"type": "text", "text": text})
+        if k < len(message.images):
+            parts.append(_image_part(message.images[k]))
+    return parts
+
+
+def _image_part(image: ImageInput) -> ContentPart:
+    """The image as the client sent it: its own URL (`data:` or `http(s)`), else a `data:` URL
+    of its bytes (a protocol that sends bare base64); its `detail` where it gave one."""
+    url = image.url
+    if url is None:
+        url = f"data:{image.media_type or 'application/octet-stream'};base64,{base64.b64encode(image.data).decode()}"
+    part: ContentPart = {"type": "image_url", "image_url": {"url": url}}
+    if image.detail is not None:
+        part["image_url"]["detail"] = image.detail
+    return part
 
 
 def _tool(tool: ToolSpec) -> Tool:
