@@ -4,6 +4,7 @@ whatever the weights."""
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import os
 from collections.abc import AsyncIterator
@@ -63,9 +64,9 @@ def test_the_stand_in_projector_loads_for_the_packaged_model(projector: Path) ->
         llama_cpp.llama_model_free(model)
 
 
-def chat(*turns: Message, max_tokens: int = 12) -> ChatRequest:
+def chat(*turns: Message, max_tokens: int = 12, n: int = 1) -> ChatRequest:
     sampling = SamplingParams(max_tokens=max_tokens, temperature=0, logit_bias=KEEP_TALKING)
-    return ChatRequest(model="m", messages=turns, sampling=sampling)
+    return ChatRequest(model="m", messages=turns, sampling=sampling, n=n)
 
 
 def asking(*images: bytes, text: str = "What is in this picture?") -> Message:
@@ -126,6 +127,30 @@ async def test_a_second_turn_about_the_same_picture_skips_the_encoder(vision: Ll
     assert encodes(vision) == before + 1
     await answer(vision, chat(asking(yellow, green, text="Compare them.")))  # a prefix no cache holds: both read
     assert encodes(vision) == before + 3
+
+
+@pytest.mark.anyio
+async def test_a_prompt_with_an_image_shares_steps_with_a_running_stream(vision: LlamaCppEngine) -> None:
+    """Read once first (a prompt's first reading fixes its last digits: test_engine_batching.py),
+    a stream gives the same tokens beside a prompt whose image is read meanwhile."""
+    counting = chat(Message("user", "Count from 1 to 30."), max_tokens=32)
+    alone, _ = await answer(vision, counting)
+    (beside, _), (seen, finish) = await asyncio.gather(
+        answer(vision, counting), answer(vision, chat(asking(fresh()), max_tokens=8))
+    )
+    assert beside == alone
+    assert seen and finish.usage.prompt_tokens > image_tokens()
+
+
+@pytest.mark.anyio
+async def test_choices_of_one_prompt_share_its_image(vision: LlamaCppEngine) -> None:
+    before = encodes(vision)
+    texts: dict[int, str] = {}
+    async for event in vision.generate(chat(asking(fresh()), n=2)):
+        if isinstance(event, TextDelta):
+            texts[event.index] = texts.get(event.index, "") + event.text
+    assert texts[0] and texts[0] == texts[1]  # greedy: the second choice read the first's copy
+    assert encodes(vision) == before + 1
 
 
 @pytest.mark.anyio
