@@ -18,6 +18,7 @@ from asgi_llm.config.sources import default_model_path
 from asgi_llm.core import (
     IMAGE_MARKER,
     ChatRequest,
+    ContextOverflow,
     Finish,
     ImageInput,
     InvalidRequest,
@@ -165,6 +166,17 @@ async def test_an_image_that_does_not_decode_is_a_400_naming_its_part(vision: Ll
         assert refused.value.param == "messages[0].content[1]"
     text, _ = await answer(vision, chat(asking(RED)))  # and the model goes on
     assert text
+
+
+@pytest.mark.anyio
+async def test_more_images_than_the_context_holds_is_a_context_overflow(projector: Path) -> None:
+    config = ModelConfig(n_ctx=64, parallel=1, n_threads=1, mmproj=str(projector))
+    async with local_engine(config) as engine:
+        images = engine.context_length // image_tokens() + 1  # (llama.cpp rounds the context up)
+        request = chat(asking(*(fresh() for _ in range(images))))
+        assert await engine.count_tokens(request) > engine.context_length  # counted, as a client may ask first
+        with pytest.raises(ContextOverflow):
+            await answer(engine, request)
 
 
 @pytest.mark.anyio
