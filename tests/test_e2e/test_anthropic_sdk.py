@@ -187,11 +187,19 @@ def test_missing_max_tokens_is_400(server) -> None:
     assert error["type"] == "invalid_request_error" and "max_tokens" in error["message"]
 
 
-def test_unsupported_image_is_400(server) -> None:
-    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}}
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [("AA==", "cannot be read"), (PNG, "takes no images")],
+    ids=["not-an-image", "text-model"],
+)
+def test_an_image_the_model_cannot_take_is_400(server, data: str, words: str) -> None:
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
     payload = {"model": MODEL, "max_tokens": 4, "messages": [{"role": "user", "content": [image]}]}
     error = _error(httpx.post(f"{server.url}/v1/messages", json=payload, timeout=30), 400)
-    assert "messages[0].content[0].type" in error["message"]
+    assert "messages[0].content[0]" in error["message"] and words in error["message"]
 
 
 def test_unknown_route_with_anthropic_header_gets_anthropic_envelope(server) -> None:

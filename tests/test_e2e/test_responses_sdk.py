@@ -131,11 +131,15 @@ def test_input_tokens_count(client: openai.OpenAI) -> None:
 
 def test_unsupported_input_is_a_400_naming_the_param(client: openai.OpenAI) -> None:
     image = {"type": "input_image", "image_url": "https://example.com/cat.png", "detail": "auto"}
-    with pytest.raises(openai.BadRequestError) as caught:
+    with pytest.raises(openai.BadRequestError) as caught:  # remote images are off by default
         client.responses.create(
             model="default", input=[{"role": "user", "content": [{"type": "input_text", "text": "What is it?"}, image]}]
         )
-    assert caught.value.param == "input[0].content[1].type"
+    assert caught.value.param == "input[0].content[1]" and "image_url_hosts" in str(caught.value)
+    file = {"type": "input_file", "file_id": "file-1"}
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model="default", input=[{"role": "user", "content": [file]}])
+    assert caught.value.param == "input[0].content[0].type"
 
 
 def test_routes_answer_raw_http(server) -> None:
