@@ -156,10 +156,7 @@ class Runtime:
         self.usable()
         setting = self.lora.setting(request.adapters)
         self.prompts.check_bias(request.sampling)
-        if (images := _images(request)) and self.projector is None:
-            raise InvalidRequest(
-                f"The model '{self.config.id}' does not take images.", param=images[0].part or "messages"
-            )
+        self._images(request)
         return setting
 
     def submit(self, request: GenerationRequest, ticket: Ticket, constraint: Constraint) -> bool:
@@ -228,12 +225,23 @@ class Runtime:
 
         return choice
 
+    def _images(self, request: GenerationRequest) -> tuple[ImageInput, ...]:
+        """A chat's images, in order; refused, naming the first, by a model without a projector."""
+        if not isinstance(request, ChatRequest):
+            return ()
+        images = tuple(image for message in request.messages for image in message.images)
+        if images and self.projector is None:
+            raise InvalidRequest(
+                f"The model '{self.config.id}' does not take images.", param=images[0].part or "messages"
+            )
+        return images
+
     def usable(self) -> None:
         if self.failed is not None:
             raise ModelNotReady(f"The model '{self.config.id}' cannot serve: {self.failed}.")
 
     def count(self, request: GenerationRequest) -> int:
-        self.check(request)
+        self.usable()
         prompts, media = self._prompts(request)
         if media is not None:
             media.close()
@@ -242,7 +250,7 @@ class Runtime:
     def _prompts(self, request: GenerationRequest) -> tuple[list[tuple[list[int], str | None]], MediaPrompt | None]:
         """`Prompts.of`'s, or a chat's with images: its text tokenized with them by the projector
         (each image a run of stand-in ids), and what reads them into a sequence."""
-        images = _images(request)
+        images = self._images(request)
         if not images or self.projector is None or not isinstance(request, ChatRequest):
             return self.prompts.of(request), None
         text = self.prompts.chat_text(request)
@@ -338,12 +346,6 @@ def _prompt_files(cfg: ModelConfig, per_sequence: int) -> PromptFiles:
     )
     budget = cfg.prompt_cache_disk_mib * 1024 * 1024
     return PromptFiles(cfg.prompt_cache_dir, budget, digest, pending=max(prompt_cache_bytes(cfg), 64 << 20))
-
-
-def _images(request: GenerationRequest) -> tuple[ImageInput, ...]:
-    if not isinstance(request, ChatRequest):
-        return ()
-    return tuple(image for message in request.messages for image in message.images)
 
 
 def _projector(
