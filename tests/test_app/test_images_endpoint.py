@@ -167,3 +167,20 @@ async def test_a_remote_image_is_refused_while_no_host_is_allowed(
     response = await client.post(path, json=body("vision", "https://images.example/cat.png"))
     assert response.status_code == 400
     assert "image_url_hosts" in response.json()["error"]["message"]
+
+
+async def test_a_stored_conversation_s_image_is_read_again_for_its_next_turn(
+    served: tuple[httpx.AsyncClient, Served],
+) -> None:
+    client, engines = served
+    first = await client.post("/responses", json=responses("vision"))
+    assert first.status_code == 200, first.text
+    follow = {"model": "vision", "input": "and now?", "previous_response_id": first.json()["id"]}
+    second = await client.post("/responses", json=follow)
+    assert second.status_code == 200, second.text
+    request = engines.engines["vision"].requests[-1]
+    assert isinstance(request, ChatRequest)
+    (message,) = [m for m in request.messages if m.images]
+    assert (message.images[0].data, message.images[0].part) == (IMAGE, "previous_response_id")
+    refused = await client.post("/responses", json={**follow, "model": "text"})
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "previous_response_id"

@@ -103,7 +103,9 @@ def _read_message(raw: Any, where: str) -> Item:
     message = validate_at(_MessageItem, raw, where)
     if isinstance(message.content, str) or message.role != "user":
         return _message_item(message.role, _texts(message.content, f"{where}.content"), message.id)
-    return _with_id({"type": "message", "role": message.role, "content": _parts(message.content, f"{where}.content")}, message.id)
+    return _with_id(
+        {"type": "message", "role": message.role, "content": _parts(message.content, f"{where}.content")}, message.id
+    )
 
 
 def _read_call(raw: Any, where: str) -> Item:
@@ -158,9 +160,13 @@ def _parts(content: list[_Part], where: str) -> list[Item]:
             raise Unsupported(f"Content part type '{part.type}' is not supported here.", param=f"{where}[{j}].type")
         if part.file_id is not None:
             param = f"{where}[{j}].file_id"
-            raise Unsupported("Images by 'file_id' are not supported: this server keeps no files; send 'image_url'.", param=param)
+            raise Unsupported(
+                "Images by 'file_id' are not supported: this server keeps no files; send 'image_url'.", param=param
+            )
         if part.image_url is None:
-            raise InvalidRequest(f"Missing required parameter: '{where}[{j}].image_url'.", param=f"{where}[{j}].image_url")
+            raise InvalidRequest(
+                f"Missing required parameter: '{where}[{j}].image_url'.", param=f"{where}[{j}].image_url"
+            )
         url_image(part.image_url, f"{where}[{j}]", part.detail)  # refused now, not when replayed
         parts.append({"type": "input_image", "image_url": part.image_url, "detail": part.detail or "auto"})
     return parts
@@ -187,7 +193,7 @@ def messages(instructions: str | None, items: Iterable[Item], first: int = 0) ->
     out: list[Message] = [Message("system", checked_text(instructions, "instructions"))] if instructions else []
     thinking: list[str] = []
     for i, item in enumerate(items):
-        where = f"input[{i - first}]" if i >= first else "previous_response_id"
+        where = f"input[{i - first}]" if i >= first else None  # a stored item's image: previous_response_id
         kind = item["type"]
         if kind == "reasoning":
             thinking.append(_reasoning_text(item))
@@ -214,13 +220,13 @@ def _add_call(out: list[Message], call: ToolCall, reasoning: str | None) -> None
         out.append(Message("assistant", "", tool_calls=(call,), reasoning=reasoning))
 
 
-def _message(item: Item, reasoning: str | None, where: str) -> Message:
+def _message(item: Item, reasoning: str | None, where: str | None) -> Message:
     if item["type"] == "function_call_output":
         output = item["output"]
         text = output if isinstance(output, str) else "".join(part["text"] for part in output)
         return Message("tool", text, tool_call_id=item["call_id"])
     pieces: list[str | ImageInput] = [
-        url_image(part["image_url"], f"{where}.content[{j}]", part.get("detail"))
+        url_image(part["image_url"], f"{where}.content[{j}]" if where else "previous_response_id", part.get("detail"))
         if part["type"] == "input_image"
         else part["text"]
         for j, part in enumerate(item["content"])
