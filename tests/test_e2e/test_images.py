@@ -180,6 +180,26 @@ async def test_more_images_than_the_context_holds_is_a_context_overflow(projecto
 
 
 @pytest.mark.anyio
+async def test_a_saved_prompt_keeps_its_images_across_a_restart(projector: Path, tmp_path: Path) -> None:
+    """A prompt saved to `prompt_cache_dir` holds its images' cache, keyed by their hashes: the
+    next process reads it back and encodes nothing."""
+    config = ModelConfig(n_ctx=1024, parallel=1, n_threads=1, mmproj=str(projector), prompt_cache_dir=str(tmp_path))
+    picture, story = fresh(), " ".join(f"Line {i} of the notes about the picture." for i in range(30))
+    request = chat(asking(picture, text=story + " What does it show?"))
+    async with local_engine(config) as engine:
+        first, _ = await answer(engine, request)
+        assert encodes(engine) == 1
+        for _ in range(100):  # the file is written on the files' own thread
+            if engine.describe()["prompt_files"]["writes"]:
+                break
+            await asyncio.sleep(0.05)
+    async with local_engine(config) as engine:
+        again, finish = await answer(engine, request)
+        assert encodes(engine) == 0 and finish.usage.cached_tokens > image_tokens()
+        assert again == first
+
+
+@pytest.mark.anyio
 async def test_a_model_without_a_projector_refuses_images() -> None:
     async with local_engine(ModelConfig(n_ctx=512, parallel=1, n_threads=1)) as engine:
         assert not engine.reads_images
