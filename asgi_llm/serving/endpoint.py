@@ -129,7 +129,8 @@ class Endpoint:
         parsed, notes = _capped(route.parse(await call.body()), context.max_tokens), context.trace
         if route.resolve is not None:
             parsed = await route.resolve(parsed, store)
-        request = await read_images(parsed.request, image_rules(self._pool.settings))
+        rules = image_rules(self._pool.settings)  # a fetch stops when the client leaves
+        request = await call.until(lambda: read_images(parsed.request, rules))
         parsed = dataclasses.replace(parsed, request=request) if request is not parsed.request else parsed
         if notes is not None:
             notes.asked(parsed.request)

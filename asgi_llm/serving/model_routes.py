@@ -64,7 +64,8 @@ async def count(route: CountRoute[Any, Any], call: Call) -> None:
     parsed = route.parse(await call.body())
     if route.resolve is not None:
         parsed = await route.resolve(parsed, call.store)
-    request = await read_images(parsed.request, image_rules(call.pool.settings))
+    rules = image_rules(call.pool.settings)
+    request = await call.until(lambda: read_images(parsed.request, rules))
     async with call.pool.use(request.model, keep_alive=parsed.keep_alive) as (engine, model_id):
         call.meter.serving(model_id)
         check_images(request, engine, model_id)
