@@ -200,6 +200,13 @@ async def test_a_saved_prompt_keeps_its_images_across_a_restart(projector: Path,
 
 
 @pytest.mark.anyio
+async def test_a_file_that_is_no_projector_for_the_model_fails_its_load_naming_it() -> None:
+    with pytest.raises(ValueError, match="could not be loaded for this model"):
+        async with local_engine(ModelConfig(n_ctx=256, parallel=1, n_threads=1, mmproj=default_model_path())):
+            pass
+
+
+@pytest.mark.anyio
 async def test_a_model_without_a_projector_refuses_images() -> None:
     async with local_engine(ModelConfig(n_ctx=512, parallel=1, n_threads=1)) as engine:
         assert not engine.reads_images

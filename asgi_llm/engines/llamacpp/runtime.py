@@ -72,7 +72,12 @@ class Runtime:
         self.decoder = Decoder(context, governed)
         self.projector: Projector | None = None
         if cfg.mmproj:
-            self.projector, self.memory = _projector(cfg, model, self.decoder, self.memory)
+            try:
+                self.projector, self.memory = _projector(cfg, model, self.decoder, self.memory)
+            except BaseException:  # the model and its context go with the failed load
+                self.decoder.close()
+                model.close()
+                raise
         self.cache = PromptCache(prompt_cache_bytes(cfg)) if cfg.prompt_cache_mib else None
         self.files = _prompt_files(cfg, self.decoder.per_sequence) if cfg.prompt_cache_dir else None
         self.scheduler = Scheduler(
