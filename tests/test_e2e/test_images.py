@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import logging
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -158,12 +159,16 @@ async def test_choices_of_one_prompt_share_its_image(vision: LlamaCppEngine) -> 
 @pytest.mark.parametrize(
     "data", [RED[: len(RED) // 2], b"not an image at all", b""], ids=["truncated", "text", "empty"]
 )
-async def test_an_image_that_does_not_decode_is_a_400_naming_its_part(vision: LlamaCppEngine, data: bytes) -> None:
+async def test_an_image_that_does_not_decode_is_a_400_naming_its_part(
+    vision: LlamaCppEngine, data: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
     request = chat(asking(RED, data))
-    for call in (vision.count_tokens(request), answer(vision, request)):
-        with pytest.raises(InvalidRequest) as refused:
-            await call
-        assert refused.value.param == "messages[0].content[1]"
+    with caplog.at_level(logging.DEBUG, logger="asgi_llm.llama_cpp"):
+        for call in (vision.count_tokens(request), answer(vision, request)):
+            with pytest.raises(InvalidRequest) as refused:
+                await call
+            assert refused.value.param == "messages[0].content[1]"
+    assert not [r for r in caplog.records if r.levelno > logging.DEBUG]  # the client's fault: no warning
     text, _ = await answer(vision, chat(asking(RED)))  # and the model goes on
     assert text
 
@@ -187,16 +192,15 @@ async def test_a_saved_prompt_keeps_its_images_across_a_restart(projector: Path,
     picture, story = fresh(), " ".join(f"Line {i} of the notes about the picture." for i in range(30))
     request = chat(asking(picture, text=story + " What does it show?"))
     async with local_engine(config) as engine:
-        first, _ = await answer(engine, request)
+        await answer(engine, request)
         assert encodes(engine) == 1
         for _ in range(100):  # the file is written on the files' own thread
             if engine.describe()["prompt_files"]["writes"]:
                 break
             await asyncio.sleep(0.05)
     async with local_engine(config) as engine:
-        again, finish = await answer(engine, request)
-        assert encodes(engine) == 0 and finish.usage.cached_tokens > image_tokens()
-        assert again == first
+        again, finish = await answer(engine, request)  # (not always the same words: the tail is read apart)
+        assert again and encodes(engine) == 0 and finish.usage.cached_tokens > image_tokens()
 
 
 @pytest.mark.anyio

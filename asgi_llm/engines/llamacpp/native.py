@@ -34,6 +34,7 @@ __all__ = [
     "llama_log_lines",
     "new_context",
     "new_single_context",
+    "quiet_llama_logs",
     "route_llama_logs",
     "route_mtmd_logs",
 ]
@@ -50,13 +51,15 @@ refused), and llama.cpp's warnings are mostly about choices we make on purpose (
 shorter than trained). Debug, info and continuation lines are DEBUG."""
 
 
-_CAPTURE = threading.local()  # `lines`: where this thread's llama.cpp log lines also go, while set
+_CAPTURE = threading.local()  # `lines`: where this thread's llama.cpp log lines also go, while set;
+# `quiet`: while set, its lines are DEBUG whatever their level
 
 
 def _log_to_logging(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
     line = text.decode("utf-8", "replace").rstrip()
     if line:
-        _LLAMA_LOG.log(_LOG_LEVELS.get(level, logging.DEBUG), "%s", line)
+        quiet = getattr(_CAPTURE, "quiet", False)
+        _LLAMA_LOG.log(logging.DEBUG if quiet else _LOG_LEVELS.get(level, logging.DEBUG), "%s", line)
         if (lines := getattr(_CAPTURE, "lines", None)) is not None:
             lines.append(line)
 
@@ -71,6 +74,17 @@ def llama_log_lines() -> Iterator[list[str]]:
         yield lines
     finally:
         _CAPTURE.lines = None
+
+
+@contextlib.contextmanager
+def quiet_llama_logs() -> Iterator[None]:
+    """This thread's llama.cpp log lines are DEBUG meanwhile: for calls whose failure is a
+    client's (an image that does not decode), which the client is told of, not the operator."""
+    _CAPTURE.quiet = True
+    try:
+        yield
+    finally:
+        _CAPTURE.quiet = False
 
 
 _LOG_CALLBACK: Any = llama_cpp.llama_log_callback(_log_to_logging)  # must live as long as the process

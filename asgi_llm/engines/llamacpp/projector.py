@@ -25,7 +25,7 @@ from ...config import ModelConfig
 from ...core.errors import InternalError, InvalidRequest
 from ...core.requests import IMAGE_MARKER, ImageInput
 from .jobs import BatchToken
-from .native import Decoder, Model, route_mtmd_logs
+from .native import Decoder, Model, quiet_llama_logs, route_mtmd_logs
 
 __all__ = ["MediaPrompt", "Projector", "stand_ins"]
 
@@ -189,7 +189,8 @@ class Projector:
         """The image decoded (PNG, JPEG, GIF, BMP, WebP...), its id the hash of its bytes."""
         data = image.data
         buffer = (ctypes.c_uint8 * max(len(data), 1)).from_buffer_copy(data or b"\0")
-        made = mtmd.mtmd_helper_bitmap_init_from_buf_wrapper(self._ctx, buffer, len(data), False, self._options)
+        with quiet_llama_logs():  # a bad image is the client's to hear of, in its 400
+            made = mtmd.mtmd_helper_bitmap_init_from_buf_wrapper(self._ctx, buffer, len(data), False, self._options)
         bitmap, video = made.bitmap, made.video_ctx
         if bitmap and (video or mtmd.mtmd_bitmap_is_audio(bitmap)):  # a video or a sound: no image
             mtmd.mtmd_bitmap_free(bitmap)
