@@ -129,14 +129,15 @@ class Scheduler:
         faults = self.faults
         for job in [j for j in self._active if j.ticket.cancelled]:
             self._end(job)
-        admitted = self._admit() | read_media(self._active, self._backend, self._fail)  # admitted first
+        admitted, read = self._admit(), read_media(self._active, self._backend, self._fail, self._chunk)
+        self.moved = read or self.moved  # a piece of a prompt's images read is progress too
         batch, fed = self._plan()
         if batch:
             self._decode(batch, fed)
         if self.faults != faults and (broken := self.violations()):
             log.error("the scheduler's invariants failed after a fault: %s", "; ".join(broken))
             self.broken = True
-        return bool(batch) or admitted
+        return bool(batch) or admitted or read is not None
 
     def abandon(self, error: BaseException) -> None:
         """End every job with `error` (the model is going away); slots are left empty."""

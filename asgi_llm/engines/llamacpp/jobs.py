@@ -116,8 +116,9 @@ class Choice(Protocol):
 
 class Media(Protocol):
     """A prompt the batch cannot read whole: one with images, each read through the projector's
-    encoder (projector.py). Its images stand in the job's prompt as runs of stand-in ids; from
-    `tail` on, where its last run of text begins, the batch reads it as any prompt."""
+    encoder (projector.py). Its images stand in the job's prompt as runs of stand-in ids; before
+    `tail`, where its last run of text begins, it is read a piece a step (media_reading.py); from
+    there on the batch reads it as any prompt."""
 
     @property
     def tail(self) -> int: ...
@@ -126,8 +127,9 @@ class Media(Protocol):
         """`position`, or the start of the image run it falls inside (an image is read whole)."""
         ...
 
-    def read(self, sequence: int, start: int) -> None:
-        """Put the prompt's positions from `start` up to `tail` into `sequence`, at once."""
+    def read(self, sequence: int, start: int, budget: int) -> int:
+        """Read on into `sequence` from `start`: the image that begins there, whole, or up to
+        `budget` tokens of text (as far as the next image or `tail`); the position it got to."""
         ...
 
 

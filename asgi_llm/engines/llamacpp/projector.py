@@ -66,24 +66,25 @@ class MediaPrompt:
                 return start
         return position
 
-    def read(self, sequence: int, start: int) -> None:
-        """Put positions [start, tail) into `sequence`: text through the batch, each image through
-        the projector's encoder, then into the context. `start` is never inside an image's run."""
+    def read(self, sequence: int, start: int, budget: int) -> int:
+        """Read on into `sequence` from `start` (before `tail`, never inside an image's run): the
+        image that begins there, through the projector's encoder and into the context, or up to
+        `budget` tokens of the text there (as far as the next image); the position it got to."""
         if self.chunks is None:
             raise InternalError("The prompt's images were let go before it was read.")
-        decoder = self.projector.decoder
         for first, end, index in self._spans:
-            if end <= start or first >= self.tail:
+            if not first <= start < end:
                 continue
             chunk = mtmd.mtmd_input_chunks_get(self.chunks, index)
-            if mtmd.mtmd_input_chunk_get_type(chunk) == _TEXT:
-                tokens = self.tokens[max(first, start) : min(end, self.tail)]
-                at = max(first, start)
-                for part in range(0, len(tokens), decoder.capacity):
-                    piece = tokens[part : part + decoder.capacity]
-                    decoder.decode([BatchToken(t, at + part + i, sequence, False) for i, t in enumerate(piece)])
-            else:
+            if mtmd.mtmd_input_chunk_get_type(chunk) != _TEXT:
                 self.projector.encode(chunk, first, sequence)
+                return end
+            decoder, stop = self.projector.decoder, min(end, self.tail, start + max(budget, 1))
+            for at in range(start, stop, decoder.capacity):
+                piece = self.tokens[at : min(at + decoder.capacity, stop)]
+                decoder.decode([BatchToken(t, at + i, sequence, False) for i, t in enumerate(piece)])
+            return stop
+        raise InternalError(f"The prompt has no position {start} to read.")
 
     def close(self) -> None:
         chunks, self.chunks = self.chunks, None
