@@ -11,6 +11,7 @@ prefix, and its image is not encoded again; another picture differs from its fir
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import logging
@@ -91,8 +92,9 @@ class MediaPrompt:
         if chunks is not None:
             mtmd.mtmd_input_chunks_free(chunks)
 
-    def __del__(self) -> None:  # a job dropped before it was read
-        self.close()
+    def __del__(self) -> None:  # its jobs are gone: nothing can be told of a failure here
+        with contextlib.suppress(Exception):
+            self.close()
 
 
 class Projector:
