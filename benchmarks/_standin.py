@@ -170,13 +170,17 @@ def text_width(gguf: ModuleType, text_model: str) -> int:
 PROJECTOR = Projector()
 
 
-def write_projector(gguf: ModuleType, text_model: str, dest: Path, shape: Projector = PROJECTOR, seed: int = 0) -> Path:
+def write_projector(
+    gguf: ModuleType, text_model: str, dest: Path, shape: Projector = PROJECTOR, seed: int = 0, kind: str = "mlp"
+) -> Path:
     """A LLaVA-style (`mlp`) projector of random weights for `text_model`: a ViT of `shape`, then
     two linear layers to the text model's width. LLaVA's and not SmolVLM's (`idefics3`) layout,
     though SmolVLM-256M's text model is the packaged SmolLM2-135M: idefics3 frames each image
     with tokens SmolVLM adds to the vocabulary (`<fake_token_around_image>`, `<global-img>`),
     which the packaged model lacks, and llama.cpp aborts the process decoding their -1 ids. An
-    `mlp` projector frames images with nothing, so any text model's vocabulary serves."""
+    `mlp` projector frames images with nothing, so any text model's vocabulary serves. `kind`
+    `idefics3` writes SmolVLM's layout all the same (a pixel shuffle of 2, then one linear layer),
+    for proving that such a pairing is refused at load."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -186,7 +190,7 @@ def write_projector(gguf: ModuleType, text_model: str, dest: Path, shape: Projec
     writer = gguf.GGUFWriter(str(partial), "clip")
     writer.add_name("stand-in projector")
     writer.add_bool("clip.has_vision_encoder", True)
-    writer.add_string("clip.projector_type", "mlp")
+    writer.add_string("clip.projector_type", kind)
     writer.add_uint32("clip.vision.embedding_length", w)
     writer.add_uint32("clip.vision.feed_forward_length", ff)
     writer.add_uint32("clip.vision.block_count", shape.layers)
@@ -223,10 +227,14 @@ def write_projector(gguf: ModuleType, text_model: str, dest: Path, shape: Projec
         writer.add_tensor(prefix + "ffn_down.bias", weights(w))
     writer.add_tensor("v.post_ln.weight", ones())
     writer.add_tensor("v.post_ln.bias", np.zeros(w, dtype=np.float32))
-    writer.add_tensor("mm.0.weight", weights(out, w))
-    writer.add_tensor("mm.0.bias", weights(out))
-    writer.add_tensor("mm.2.weight", weights(out, out))
-    writer.add_tensor("mm.2.bias", weights(out))
+    if kind == "idefics3":
+        writer.add_uint32("clip.vision.projector.scale_factor", 2)
+        writer.add_tensor("mm.model.fc.weight", weights(out, w * 4))
+    else:
+        writer.add_tensor("mm.0.weight", weights(out, w))
+        writer.add_tensor("mm.0.bias", weights(out))
+        writer.add_tensor("mm.2.weight", weights(out, out))
+        writer.add_tensor("mm.2.bias", weights(out))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

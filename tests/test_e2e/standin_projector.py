@@ -28,10 +28,10 @@ def standin_module() -> ModuleType:
     return module
 
 
-def write_projector(dest: Path) -> Path:
-    """A stand-in projector for the packaged model at `dest`."""
+def write_projector(dest: Path, kind: str = "mlp") -> Path:
+    """A stand-in projector for the packaged model at `dest` (`kind`: `mlp`, or SmolVLM's `idefics3`)."""
     module = standin_module()
-    return Path(module.write_projector(gguf, default_model_path(), dest))
+    return Path(module.write_projector(gguf, default_model_path(), dest, kind=kind))
 
 
 def image_tokens() -> int:

@@ -211,6 +211,16 @@ async def test_a_file_that_is_no_projector_for_the_model_fails_its_load_naming_i
 
 
 @pytest.mark.anyio
+async def test_a_projector_that_frames_images_with_tokens_the_model_lacks_fails_its_load(tmp_path: Path) -> None:
+    """SmolVLM's layout frames each image with tokens of SmolVLM's vocabulary, which the packaged
+    model lacks: llama.cpp would abort the process decoding them, so the load is refused instead."""
+    smolvlm = write_projector(tmp_path / "idefics3.gguf", kind="idefics3")
+    with pytest.raises(ValueError, match="vocabulary lacks"):
+        async with local_engine(ModelConfig(n_ctx=256, parallel=1, n_threads=1, mmproj=str(smolvlm))):
+            pass
+
+
+@pytest.mark.anyio
 async def test_a_model_without_a_projector_refuses_images() -> None:
     async with local_engine(ModelConfig(n_ctx=512, parallel=1, n_threads=1)) as engine:
         assert not engine.reads_images

@@ -125,6 +125,25 @@ class Projector:
         self._options.video_params.ffmpeg_bin_dir = _NO_FFMPEG
         self.encodes = 0
         self.images = 0  # decoded
+        self._check_framing()
+
+    def _check_framing(self) -> None:
+        """Some projectors frame an image with tokens of their own model's vocabulary (SmolVLM's
+        `<fake_token_around_image>`): with a text model that lacks them, llama.cpp would abort the
+        process decoding their -1 ids. So a blank image is tokenized once at load: such a pairing
+        fails the load, naming the projector, instead of any request."""
+        side = 32
+        blank = (ctypes.c_uint8 * (side * side * 3))()
+        bitmap = mtmd.mtmd_bitmap_init(side, side, blank)
+        try:
+            self._tokenized(IMAGE_MARKER, [bitmap], add_special=False).close()
+        except InternalError as exc:
+            self.close()
+            raise ValueError(str(exc)) from None
+        except InvalidRequest:  # a blank image it will not take says nothing of its framing
+            pass
+        finally:
+            mtmd.mtmd_bitmap_free(bitmap)
 
     def close(self) -> None:
         ctx, self._ctx = self._ctx, None
@@ -137,18 +156,22 @@ class Projector:
         try:
             for image in images:
                 bitmaps.append(self._bitmap(image))
-            chunks = mtmd.mtmd_input_chunks_init()
-            encoded = text.encode("utf-8")
-            given = mtmd.mtmd_input_text(encoded, len(encoded), add_special, True)
-            array = (mtmd.mtmd_bitmap_p_ctypes * max(len(bitmaps), 1))(*bitmaps)
-            status = mtmd.mtmd_tokenize(self._ctx, chunks, ctypes.byref(given), array, len(bitmaps))
+            return self._tokenized(
+                text, bitmaps, add_special=add_special, part=images[0].part if len(images) == 1 else ""
+            )
         finally:
             for bitmap in bitmaps:
                 mtmd.mtmd_bitmap_free(bitmap)
+
+    def _tokenized(self, text: str, bitmaps: Sequence[Any], *, add_special: bool, part: str = "") -> MediaPrompt:
+        chunks = mtmd.mtmd_input_chunks_init()
+        encoded = text.encode("utf-8")
+        given = mtmd.mtmd_input_text(encoded, len(encoded), add_special, True)
+        array = (mtmd.mtmd_bitmap_p_ctypes * max(len(bitmaps), 1))(*bitmaps)
+        status = mtmd.mtmd_tokenize(self._ctx, chunks, ctypes.byref(given), array, len(bitmaps))
         media = MediaPrompt(self, chunks, [], (), 0)
         if status != 0:
             media.close()
-            part = images[0].part if len(images) == 1 else "messages"
             why = "its images do not match their places in the text" if status == 1 else "an image could not be read"
             raise InvalidRequest(f"The prompt could not be tokenized with its images: {why}.", param=part or "messages")
         try:
