@@ -6,6 +6,7 @@ The spec lives in the shared folder beside the repository (`../shared/spec`), in
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Generator
 from pathlib import Path
@@ -39,7 +40,12 @@ MODEL_FIXTURES = frozenset(
 )
 """Fixtures that load a real model: a test that uses one, directly or through another fixture, is
 marked `model`. A module whose tests load a model otherwise says `pytestmark = pytest.mark.model`;
-`ModelLoads` fails a test that loads one in this process unmarked."""
+`ModelLoads` fails a test that loads one in this process unmarked. A load in a process the test
+starts (`asgi-llm serve`) is out of its sight: such a test is marked by hand."""
+SLOW_FIXTURES = frozenset({"redis_server", "postgres_server"})  # tests/test_shared/conftest.py
+"""Fixtures that take seconds without a model (private Redis and PostgreSQL servers): a test that
+uses one is marked `slow`. Those that start uvicorn, a browser or another process, build the wheel
+or search at length say so themselves. `pytest -m "not model and not slow"` is the fast suite."""
 
 
 @pytest.fixture(
@@ -55,20 +61,32 @@ def anyio_backend(request: pytest.FixtureRequest) -> object:
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        fixtures = getattr(item, "fixturenames", ())
+        if MODEL_FIXTURES.intersection(fixtures):
             item.add_marker(pytest.mark.model)
+        if SLOW_FIXTURES.intersection(fixtures):
+            item.add_marker(pytest.mark.slow)
 
 
 class ModelLoads:
     """Refuses, and fails, a load of a GGUF model through llama.cpp by a test not marked `model`, so
-    that `pytest -m "not model"` stays fast: every load passes through `llama_model_load_from_file`."""
+    that `pytest -m "not model"` stays fast: every load passes through `llama_model_load_from_file`.
+
+    It watches from the first test that starts once llama_cpp is imported (collecting the engine's
+    tests imports it): importing it here would make every run pay for it, and a run that never
+    imports it loads no model."""
 
     def __init__(self) -> None:
         self.item: pytest.Item | None = None
         self.refused: list[str] = []
-        self.patch = pytest.MonkeyPatch()
+        self.patch: pytest.MonkeyPatch | None = None
+
+    def watch(self) -> None:
+        if self.patch is not None or "llama_cpp.llama_cpp" not in sys.modules:
+            return
         import llama_cpp
 
+        self.patch = pytest.MonkeyPatch()
         load = llama_cpp.llama_cpp.llama_model_load_from_file
 
         def guarded(path: bytes, params: Any) -> Any:
@@ -96,6 +114,7 @@ class ModelLoads:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
+        self.watch()
         self.item, self.refused = item, []
         try:
             return (yield)
@@ -130,7 +149,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     guard = config.pluginmanager.get_plugin("model-loads")
-    if isinstance(guard, ModelLoads):
+    if isinstance(guard, ModelLoads) and guard.patch is not None:
         guard.patch.undo()
 
 

@@ -104,6 +104,7 @@ def test_default_threads_without_affinity_masks_count_every_core(monkeypatch: py
     assert ModelConfig().threads == 3
 
 
+@pytest.mark.slow  # it starts a process under taskset
 @pytest.mark.parametrize("share", ["one core", "every core"])
 def test_default_threads_under_taskset(share: str) -> None:
     """A process started under `taskset` sees only the cores it was given."""

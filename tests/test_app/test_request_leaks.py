@@ -100,6 +100,7 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.slow  # it starts `asgi-llm serve`
 @pytest.mark.parametrize("log_json", [False, True], ids=["text", "json"])
 def test_serve_writes_no_key_from_a_query_string_in_its_access_lines(serve_config: Path, log_json: bool) -> None:
     command = shutil.which("asgi-llm", path=str(Path(sys.executable).parent))
@@ -251,6 +252,7 @@ def uvicorn_serving(app: LLMApp) -> Iterator[str]:
         thread.join(30)
 
 
+@pytest.mark.slow  # it starts uvicorn
 @pytest.mark.parametrize("size", [LIMIT * 1024 + 10, 24 * 1024 * 1024], ids=["just-over", "24-times-over"])
 def test_httpx_and_requests_read_the_413_under_uvicorn_and_the_connection_serves_again(size: int) -> None:
     models = (ModelConfig(id="m", path="unused.gguf"),)
@@ -281,6 +283,7 @@ def _urllib_post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, d
         return error.code, json.loads(error.read())
 
 
+@pytest.mark.slow  # it starts uvicorn
 @pytest.mark.parametrize("size", [8 * 1024 * 1024 + 1, 100_000_000], ids=["8MiB+1", "100MB"])
 def test_clients_that_close_read_the_refusal_under_uvicorn(size: int) -> None:
     """uvicorn closes at once after a response to `Connection: close`: the answer ends only

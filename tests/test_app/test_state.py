@@ -81,6 +81,7 @@ anyio.run(write)
 """
 
 
+@pytest.mark.slow  # it starts writer processes
 async def test_sqlite_is_safe_under_concurrent_writer_processes(tmp_path: Path) -> None:
     path = str(tmp_path / "shared.sqlite3")
     SQLiteStore(path)  # create the schema once

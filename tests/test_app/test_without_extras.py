@@ -18,6 +18,9 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # each test starts an interpreter
 SERVE = ("uvicorn", "uvloop", "httptools", "starlette")
 UPSTREAM = ("httpx",)
 

@@ -19,6 +19,7 @@ def test_all_is_complete_and_resolvable(module: str) -> None:
     assert all(getattr(mod, name) is not None for name in mod.__all__)
 
 
+@pytest.mark.slow  # it starts an interpreter
 def test_importing_the_django_integration_needs_no_settings_and_loads_nothing() -> None:
     code = (
         "import sys, asgi_llm.contrib.django\n"

@@ -122,6 +122,7 @@ async def test_a_rank_pooling_gguf_scores_each_pair_with_its_classifier(reranker
     assert overflow.value.param == "documents[1]"
 
 
+@pytest.mark.slow  # gguf-py writes the whole file
 def test_the_writer_wrote_a_reranker(tmp_path: Path) -> None:
     path = write_reranker(tmp_path / "r.gguf", template="query: {query}\ndocument: {document}")
     assert path.stat().st_size > 1_000_000

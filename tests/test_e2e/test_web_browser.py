@@ -33,6 +33,7 @@ from asgi_llm.adapters.openai import OPENAI
 from asgi_llm.core import Finish, GenerationRequest, ReasoningDelta, TextDelta, Usage
 from asgi_llm.engines.fake import FakeEngine
 
+pytestmark = pytest.mark.slow  # each test drives Chromium
 MODEL = "SmolLM2-135M-Instruct"
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [

@@ -13,6 +13,7 @@ import json
 import os
 import random
 
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -66,6 +67,7 @@ def _grammar(schema: Schema) -> Grammar:
         raise
 
 
+@pytest.mark.slow  # 200 random schemas, each derived from many times
 @settings(CHECKS, max_examples=int(os.environ.get("CONVERTER_EXAMPLES", "200")))
 @given(schema=st.one_of(SCHEMAS, st.just(TREE)), seed=st.integers(0, 2**32))
 def test_every_derived_text_and_every_shortest_completion_validate(schema: Schema, seed: int) -> None:

@@ -75,6 +75,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow  # 20,000 draws each
 @pytest.mark.parametrize("sampling", CASES, ids=[str(c) for c in CASES])
 def test_draws_follow_the_distribution_the_parameters_define(sampling: dict[str, Any]) -> None:
     logits = np.array([3.0, 2.0, 1.5, 1.0, 0.0, -1.0, -2.0, -4.0], dtype=np.float32)
@@ -87,6 +88,7 @@ def test_draws_follow_the_distribution_the_parameters_define(sampling: dict[str,
     assert np.all(seen[expected == 0] == 0), "a token the parameters rule out was drawn"
 
 
+@pytest.mark.slow  # 20,000 draws
 def test_a_draw_over_the_whole_vocabulary_lands_in_the_right_blocks() -> None:
     """Over 49,252 tokens the draw finds a block of 512 first: heavy tokens in far-apart blocks
     (the first, the last, a partial last block) come up as often as their share, and so does

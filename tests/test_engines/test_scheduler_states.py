@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -23,6 +24,8 @@ from asgi_llm.engines.llamacpp.prompt_cache import PromptCache
 from asgi_llm.engines.llamacpp.prompt_files import PromptFiles
 
 from .sequence_model import SYSTEM, ByteStates, Model, Request, Scripted
+
+pytestmark = pytest.mark.slow  # 300 runs of 30 steps
 
 
 class SchedulerMachine(RuleBasedStateMachine):

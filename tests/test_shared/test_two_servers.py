@@ -27,6 +27,7 @@ from asgi_llm.shared.wiring import database_keys
 
 from .servers import PostgresServer, RedisServer, asgi_llm_cli, free_port
 
+pytestmark = pytest.mark.model  # each `asgi-llm serve` loads the packaged model
 LEASE = 2.0
 KEYS = {
     "rpm": ["requests_per_minute=5"],  # through the command line

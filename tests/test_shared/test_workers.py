@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from .servers import PostgresServer, RedisServer, asgi_llm_cli, free_port
 
@@ -20,6 +21,7 @@ def _workers_of(pid: int) -> list[str]:
     return [line for line in lines if "multiprocessing.spawn" in line and "resource_tracker" not in line]
 
 
+@pytest.mark.model  # each worker loads the packaged model
 def test_two_workers_hold_one_limit(redis_server: RedisServer, postgres_server: PostgresServer, tmp_path: Path) -> None:
     config = tmp_path / "workers.toml"
     config.write_text(

@@ -29,6 +29,7 @@ OPTIONS = sorted(
 )
 
 
+@pytest.mark.slow  # mkdocs builds every page
 def test_the_manual_builds_strictly(tmp_path: Path) -> None:
     site = tmp_path / "site"
     built = subprocess.run(

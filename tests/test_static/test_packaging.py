@@ -27,6 +27,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield built
 
 
+@pytest.mark.slow  # `wheel` builds it
 def test_wheel_installs_one_top_level_name(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
@@ -37,6 +38,7 @@ def test_wheel_installs_one_top_level_name(wheel: Path) -> None:
 SOURCE_FOLDERS = {"asgi_llm": ROOT / "asgi_llm", "asgi_llm/adapters": ROOT / "adapters", "asgi_llm/contrib": ROOT / "contrib"}
 
 
+@pytest.mark.slow
 def test_the_wheel_holds_every_module_of_the_source_tree(wheel: Path) -> None:
     """pyproject's explicit `packages` list must name every package: one left out ships a wheel
     that imports fine here (the editable install maps folders) and breaks once installed."""
@@ -50,6 +52,7 @@ def test_the_wheel_holds_every_module_of_the_source_tree(wheel: Path) -> None:
     assert expected - names == set()
 
 
+@pytest.mark.slow
 def test_the_wheel_holds_the_web_pages_files(wheel: Path) -> None:
     """The page's HTML, CSS and JavaScript are package data: without them `/ui` is a 500 once installed."""
     names = set(zipfile.ZipFile(wheel).namelist())
@@ -75,6 +78,7 @@ def test_all_is_complete_and_resolvable(module: str) -> None:
         assert getattr(mod, name) is not None
 
 
+@pytest.mark.slow  # and mypy reads all of it
 def test_strict_typing(wheel: Path, tmp_path: Path) -> None:
     """mypy can't see through the editable hook, so it checks an installed copy."""
     zipfile.ZipFile(wheel).extractall(tmp_path)
