@@ -98,8 +98,9 @@ async def vision(projector: Path) -> AsyncIterator[LlamaCppEngine]:
 
 
 @pytest.mark.anyio
-async def test_an_image_is_read_and_its_tokens_counted(vision: LlamaCppEngine) -> None:
+async def test_an_image_is_read_and_its_tokens_counted(vision: LlamaCppEngine, projector: Path) -> None:
     assert vision.reads_images
+    assert vision.memory is not None and vision.memory.weights > projector.stat().st_size  # the projector counts
     request = chat(asking(RED))
     counted = await vision.count_tokens(request)
     without = await vision.count_tokens(chat(Message("user", "What is in this picture?")))
