@@ -205,6 +205,8 @@ class ModelEntry:
         self.config, self.pinned = config, config.pin
         if not self.holders.unload_pending:
             self.holders.keep_alive = config.keep_alive
+            if config.keep_alive is None:  # never idle out now: an unload armed under the old time is off
+                self.holders.disarm()
 
     def estimated(self, facts: ModelFacts, cost: MemoryEstimate) -> None:
         """What its file's header says, and the memory it is estimated to take once loaded."""
