@@ -95,11 +95,14 @@ async def test_lazy_start_when_the_host_does_not_forward_lifespan(caplog: pytest
 
 
 async def test_lifespan_protocol_starts_and_stops_the_pool_leaving_no_thread() -> None:
+    """No inference thread of this app's is left; one an earlier test's lazily started app (never
+    shut down) still runs is not this test's to count."""
+    before = set(threading.enumerate())
     llm = LLMApp(pool=fake_pool())
     async with LifespanManager(llm):
         assert llm.pool.started and llm.pool.thread.alive
     assert not llm.pool.started and not llm.pool.thread.alive
-    assert not any(t.name == "asgi-llm-inference" for t in threading.enumerate())
+    assert [t for t in threading.enumerate() if t.name == "asgi-llm-inference" and t not in before] == []
 
 
 async def test_two_apps_in_one_process_are_independent() -> None:
