@@ -5,7 +5,7 @@ room: the least recently used idle, unpinned model first; a busy one when its re
 from __future__ import annotations
 
 # asyncio only for `to_thread`: a GGUF header is read in the loop's own executor, which the loop can see
-# and account for (a host's `set_default_executor`; the virtual clock of tests/test_app/test_pool_states.py)
+# and account for (a host's `set_default_executor`; the virtual clock of tests/test_pool/test_pool_states.py)
 import asyncio
 import functools
 import logging

@@ -2,7 +2,7 @@
 alone: a load begun, given its engine, ready, failed or refused room; a failure reset; requests
 holding it and letting go; an unload asked for, armed and done; pins, admissions and reloads.
 After every step the invariants of a model's record hold, and a move `MOVES` does not allow is
-refused with the record unchanged. tests/test_app/test_pool_states.py drives the whole pool."""
+refused with the record unchanged. test_pool_states.py drives the whole pool."""
 
 from __future__ import annotations
 

@@ -399,7 +399,7 @@ def test_only_the_engine_package_imports_llama_cpp() -> None:
 def test_only_the_upstream_engine_and_the_image_fetch_import_httpx() -> None:
     """The engine's requests and its discovery of an upstream's models: the HTTP side, in two modules;
     and a remote image's fetch from an allowed host, imported when one is fetched (the `upstream`
-    extra; tests/test_app/test_without_extras.py runs the rest without it)."""
+    extra; tests/test_root/test_without_extras.py runs the rest without it)."""
     assert importers_of("httpx") == {
         "asgi_llm.engines.upstream.engine",
         "asgi_llm.engines.upstream.discovery",

@@ -2,7 +2,7 @@
 (`Backend`), one request (`Ticket`), and one choice of it (`Job`, driven through `Choice`).
 
 Pure: no `llama_cpp` here, so the scheduler is tested over a recording backend and scripted
-choices (tests/test_engines/test_batching.py, test_scheduler_states.py).
+choices (tests/test_llamacpp/test_batching.py, test_scheduler_states.py).
 """
 
 from __future__ import annotations
