@@ -40,13 +40,14 @@ OFF_LOOP_BYTES = 1 << 20
 @dataclass(frozen=True)
 class ImageRules:
     """The settings' image limits (`max_image_bytes`, `max_image_pixels`, `max_images`) and the
-    hosts remote images are fetched from (`image_url_hosts`, within `image_fetch_timeout`)."""
+    hosts remote images are fetched from (`image_url_hosts`, within `image_fetch_timeout`); their
+    defaults are the settings' own (`image_rules(Settings())`)."""
 
-    max_bytes: int = 20 * 1024 * 1024
-    max_pixels: int = 7680 * 4320
-    max_images: int = 16
-    hosts: tuple[str, ...] = ()
-    timeout: float = 10.0
+    max_bytes: int
+    max_pixels: int
+    max_images: int
+    hosts: tuple[str, ...]
+    timeout: float
 
 
 def image_rules(settings: Settings) -> ImageRules:

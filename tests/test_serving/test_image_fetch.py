@@ -4,6 +4,7 @@ the time limit; each refusal a 400 naming the part."""
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import sys
 import threading
@@ -14,9 +15,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from asgi_llm.config import Settings
 from asgi_llm.core import IMAGE_MARKER, ChatRequest, ImageInput, InvalidRequest, Message
 from asgi_llm.serving.image_fetch import allowed_host
-from asgi_llm.serving.images import ImageRules, read_images
+from asgi_llm.serving.images import ImageRules, image_rules, read_images
+
+DEFAULTS = image_rules(Settings())  # the settings' own limits, no host allowed
 
 pytestmark = pytest.mark.anyio
 
@@ -103,7 +107,7 @@ def asked(url: str) -> ChatRequest:
     return ChatRequest(model="m", messages=(Message("user", f"what is {IMAGE_MARKER}?", images=(image,)),))
 
 
-ALLOWED = ImageRules(hosts=("127.0.0.1",), max_bytes=1000, timeout=1.0)
+ALLOWED = dataclasses.replace(DEFAULTS, hosts=("127.0.0.1",), max_bytes=1000, timeout=1.0)
 
 
 @pytest.mark.parametrize("path", ["/cat.png", "/same-host", "/relative"])
@@ -117,13 +121,16 @@ async def test_an_allowed_host_is_fetched(port: int, path: str) -> None:
 
 REFUSED = [
     pytest.param("http://localhost:{port}/cat.png", ALLOWED, "not in this server's `image_url_hosts`", id="other-host"),
-    pytest.param("http://127.0.0.1:{port}/cat.png", ImageRules(), "remote images are off", id="none-allowed"),
+    pytest.param("http://127.0.0.1:{port}/cat.png", DEFAULTS, "remote images are off", id="none-allowed"),
     pytest.param("http://127.0.0.1:{port}/other-host", ALLOWED, "redirects to another host", id="redirect-away"),
     pytest.param("http://127.0.0.1:{port}/loop", ALLOWED, "redirects more than", id="redirect-loop"),
     pytest.param("http://127.0.0.1:{port}/big", ALLOWED, "max_image_bytes (1000)", id="too-big"),
     pytest.param("http://127.0.0.1:{port}/big-no-length", ALLOWED, "max_image_bytes (1000)", id="too-big-streamed"),
     pytest.param(
-        "http://127.0.0.1:{port}/slow", ImageRules(hosts=("127.0.0.1",), timeout=0.5), "took longer", id="slow"
+        "http://127.0.0.1:{port}/slow",
+        dataclasses.replace(DEFAULTS, hosts=("127.0.0.1",), timeout=0.5),
+        "took longer",
+        id="slow",
     ),
     pytest.param("http://127.0.0.1:{port}/missing", ALLOWED, "answered 404", id="missing"),
     pytest.param("http://127.0.0.1:1/cat.png", ALLOWED, "could not be fetched", id="unreachable"),

@@ -5,6 +5,7 @@ naming the part, never a 500."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import struct
 import zlib
 from typing import Any
@@ -12,12 +13,14 @@ from typing import Any
 import anyio.to_thread
 import pytest
 
-from asgi_llm.config import ModelConfig
+from asgi_llm.config import ModelConfig, Settings
 from asgi_llm.core import IMAGE_MARKER, ChatRequest, ImageInput, InvalidRequest, Message, Unsupported
 from asgi_llm.core.image_header import NotAnImage, TruncatedImage, image_header
 from asgi_llm.engines.fake import FakeEngine
 from asgi_llm.serving import images
-from asgi_llm.serving.images import ImageRules, check_images, read_images
+from asgi_llm.serving.images import ImageRules, check_images, image_rules, read_images
+
+DEFAULTS = image_rules(Settings())  # the settings' own limits, no host allowed
 
 pytestmark = pytest.mark.anyio
 
@@ -107,7 +110,7 @@ def data_url(data: bytes, part: str = "messages[0].content[1]") -> ImageInput:
 
 async def test_images_are_decoded_and_typed_by_their_bytes() -> None:
     image = png(4, 4)
-    read = await read_images(request(encoded(image), data_url(image, "messages[0].content[3]")), ImageRules())
+    read = await read_images(request(encoded(image), data_url(image, "messages[0].content[3]")), DEFAULTS)
     assert isinstance(read, ChatRequest)
     first, second = read.messages[0].images
     assert (first.data, first.media_type, first.encoded) == (image, "image/png", None)
@@ -117,19 +120,19 @@ async def test_images_are_decoded_and_typed_by_their_bytes() -> None:
 
 async def test_base64_with_line_breaks_and_no_padding_is_read() -> None:
     text = base64.encodebytes(png(2, 2)).decode().rstrip("=\n")
-    read = await read_images(request(ImageInput(b"", None, "images[0]", encoded=text)), ImageRules())
+    read = await read_images(request(ImageInput(b"", None, "images[0]", encoded=text)), DEFAULTS)
     assert isinstance(read, ChatRequest) and read.messages[0].images[0].data == png(2, 2)
 
 
 async def test_a_percent_encoded_data_url_is_read() -> None:
     url = "data:image/gif," + "".join(f"%{b:02X}" for b in GIF)
-    read = await read_images(request(ImageInput(b"", None, "p", url=url)), ImageRules())
+    read = await read_images(request(ImageInput(b"", None, "p", url=url)), DEFAULTS)
     assert isinstance(read, ChatRequest) and read.messages[0].images[0].data == GIF
 
 
 async def test_a_request_without_images_is_left_as_it_is() -> None:
     plain = ChatRequest(model="m", messages=(Message("user", "hi"),))
-    assert await read_images(plain, ImageRules()) is plain
+    assert await read_images(plain, DEFAULTS) is plain
 
 
 async def test_large_base64_is_decoded_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -143,27 +146,35 @@ async def test_large_base64_is_decoded_off_the_event_loop(monkeypatch: pytest.Mo
     monkeypatch.setattr(images.anyio.to_thread, "run_sync", counted)
     small = png(2, 2)
     large = small + b"\x00" * (images.OFF_LOOP_BYTES)  # trailing bytes after IEND: the header is the same
-    await read_images(request(encoded(small)), ImageRules())
+    await read_images(request(encoded(small)), DEFAULTS)
     assert calls == []
-    read = await read_images(request(encoded(large)), ImageRules())
+    read = await read_images(request(encoded(large)), DEFAULTS)
     assert len(calls) == 1 and isinstance(read, ChatRequest) and read.messages[0].images[0].data == large
 
 
 PART = "messages[0].images[0]"
 REFUSED = [
     pytest.param(
-        request(ImageInput(b"", None, PART, encoded="not base64!")), ImageRules(), "not valid base64", id="base64"
+        request(ImageInput(b"", None, PART, encoded="not base64!")), DEFAULTS, "not valid base64", id="base64"
     ),
-    pytest.param(request(encoded(b"just some text")), ImageRules(), "cannot be read", id="not-an-image"),
-    pytest.param(request(encoded(b"%PDF-1.7\n%...")), ImageRules(), "PNG, JPEG, GIF, WebP, BMP", id="pdf"),
-    pytest.param(request(encoded(png(3, 3)[:20])), ImageRules(), "truncated", id="truncated"),
-    pytest.param(request(encoded(png(3, 3))), ImageRules(max_bytes=40), "max_image_bytes (40)", id="bytes"),
+    pytest.param(request(encoded(b"just some text")), DEFAULTS, "cannot be read", id="not-an-image"),
+    pytest.param(request(encoded(b"%PDF-1.7\n%...")), DEFAULTS, "PNG, JPEG, GIF, WebP, BMP", id="pdf"),
+    pytest.param(request(encoded(png(3, 3)[:20])), DEFAULTS, "truncated", id="truncated"),
     pytest.param(
-        request(encoded(png(3, 3) * 30)), ImageRules(max_bytes=100), "max_image_bytes", id="bytes-before-decoding"
+        request(encoded(png(3, 3))), dataclasses.replace(DEFAULTS, max_bytes=40), "max_image_bytes (40)", id="bytes"
     ),
-    pytest.param(request(encoded(png(5, 4))), ImageRules(max_pixels=19), "5x4 pixels", id="pixels"),
     pytest.param(
-        request(ImageInput(png(5, 4), None, PART)), ImageRules(max_pixels=19), "max_image_pixels", id="given-bytes"
+        request(encoded(png(3, 3) * 30)),
+        dataclasses.replace(DEFAULTS, max_bytes=100),
+        "max_image_bytes",
+        id="bytes-before-decoding",
+    ),
+    pytest.param(request(encoded(png(5, 4))), dataclasses.replace(DEFAULTS, max_pixels=19), "5x4 pixels", id="pixels"),
+    pytest.param(
+        request(ImageInput(png(5, 4), None, PART)),
+        dataclasses.replace(DEFAULTS, max_pixels=19),
+        "max_image_pixels",
+        id="given-bytes",
     ),
 ]
 
@@ -179,7 +190,7 @@ async def test_a_bad_image_is_a_400_naming_its_part(asked: ChatRequest, rules: I
 async def test_more_images_than_max_images_names_the_first_too_many() -> None:
     parts = [encoded(png(1, 1), f"messages[0].images[{k}]") for k in range(3)]
     with pytest.raises(InvalidRequest) as refused:
-        await read_images(request(*parts), ImageRules(max_images=2))
+        await read_images(request(*parts), dataclasses.replace(DEFAULTS, max_images=2))
     assert refused.value.param == "messages[0].images[2]" and "max_images (2)" in refused.value.message
 
 
@@ -194,7 +205,7 @@ async def test_more_images_than_max_images_names_the_first_too_many() -> None:
 )
 async def test_a_marker_with_no_image_of_its_own_is_refused(asked: ChatRequest) -> None:
     with pytest.raises(InvalidRequest) as refused:
-        await read_images(asked, ImageRules())
+        await read_images(asked, DEFAULTS)
     assert IMAGE_MARKER in refused.value.message
 
 
@@ -212,6 +223,6 @@ def test_a_model_that_takes_no_images_refuses_them_by_part() -> None:
 async def test_a_remote_image_is_refused_while_no_host_is_allowed() -> None:
     web = ImageInput(b"", None, "messages[0].content[0]", url="https://images.example/cat.png")
     with pytest.raises(InvalidRequest) as refused:
-        await read_images(request(web), ImageRules())
+        await read_images(request(web), DEFAULTS)
     assert refused.value.param == "messages[0].content[0]"
     assert "remote images are off" in refused.value.message and "image_url_hosts" in refused.value.message
