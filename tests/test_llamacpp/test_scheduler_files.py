@@ -63,3 +63,32 @@ def test_a_state_llama_cpp_refuses_is_read_afresh_and_its_file_discarded(tmp_pat
     assert job.cached == 0 and files.stats()["reads"] == 1
     assert files.stats()["writes"] == 1  # read afresh, it is saved anew (the refused file was removed)
     assert len(list(files.directory.iterdir())) == 1
+
+
+class Failing(ByteStates):
+    """A restore that raises (llama.cpp's call failing under it), once."""
+
+    def restore(self, sequence: int, state: object) -> bool:
+        if not getattr(self, "failed", False):
+            self.failed = True
+            raise RuntimeError("restore failed")
+        return super().restore(sequence, state)
+
+
+def test_a_restore_from_a_file_that_raises_ends_that_request_only(tmp_path: Path) -> None:
+    run(tmp_path, ByteStates(2), [*SYSTEM, 1])
+    model = Failing(2)
+    files = PromptFiles(tmp_path, 1 << 20, bytes(32), pending=1 << 20)
+    scheduler = Scheduler(model, slots=2, batch=64, chunk=32, cache=None, files=files)
+    first, second = Request(1), Request(1)
+    for request, tail in ((first, [5]), (second, [6])):
+        prompt = [*SYSTEM, *tail]
+        scheduler.submit([Job(request.ticket, prompt, Scripted(model, prompt, 3, 50_000 + tail[0]))])
+    for _ in range(200):
+        if END in first.items and END in second.items:
+            break
+        scheduler.step()
+    files.close()
+    assert scheduler.faults == 1 and not scheduler.broken and scheduler.violations() == []
+    assert any(isinstance(item, Exception) for item in first.items)  # the one whose restore raised
+    assert model.restored == 1 and not any(isinstance(item, Exception) for item in second.items)

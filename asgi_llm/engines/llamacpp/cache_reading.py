@@ -42,7 +42,6 @@ class CacheReader:
         self._slots = slots
         self._cache = cache
         self._files = files
-        self._from_file: tuple[SavedPrompt, StoredPrompt] | None = None  # read, and not yet restored
         self._copies: dict[int, Slot] = {}  # target sequence → its slot, for copies not yet moved
         self._sources: set[int] = set()  # sequences copied from since the last decode
 
@@ -54,10 +53,10 @@ class CacheReader:
         assert slot is not None
         usable = len(job.prompt) - 1
         cached = min(common_prefix(slot.tokens, job.prompt), usable)
-        donor, saved, better = self._source(job, slot, cached)
+        donor, saved, better, stored = self._source(job, slot, cached)
         if min(better, usable) - cached >= COPY_GAIN:
             if saved is not None:
-                self._restore(slot, saved)
+                self._restore(slot, saved, stored)
             elif donor is not None:
                 self._set_aside(slot, kept=0)
                 self._copy(donor, slot)
@@ -115,28 +114,29 @@ class CacheReader:
         self._copies[target.sequence] = target
         target.tokens = list(source.tokens)
 
-    def _restore(self, slot: Slot, saved: SavedPrompt) -> None:
+    def _restore(self, slot: Slot, saved: SavedPrompt, stored: StoredPrompt | None) -> None:
+        """Put `saved` into the slot; `stored` is the file it was read from, if it was."""
         if self._cache is not None:
             self._cache.used(saved)  # (nothing, for a state read from a file)
         self._set_aside(slot, kept=0, keep=saved)
         restored = self._backend.restore(slot.sequence, saved.state)
         slot.tokens = list(saved.tokens) if restored else []
-        if self._from_file is not None and self._from_file[0] is saved:
-            if not restored and self._files is not None:  # llama.cpp refused it: not worth reading again
-                self._files.discard(self._from_file[1])
-            self._from_file = None
+        if not restored and stored is not None and self._files is not None:  # refused: not worth reading again
+            self._files.discard(stored)
 
-    def _source(self, job: Job, slot: Slot, cached: int) -> tuple[Slot | None, SavedPrompt | None, int]:
+    def _source(
+        self, job: Job, slot: Slot, cached: int
+    ) -> tuple[Slot | None, SavedPrompt | None, int, StoredPrompt | None]:
         """The other slot or the saved prompt (in memory, or in a file read only when it is worth
         it over the `cached` tokens the slot holds) that holds the longest prefix of the job's
-        prompt, and that length. A saved state is written into the slot at once, so not into a
+        prompt, that length, and the file a saved prompt was read from. A saved state is written into the slot at once, so not into a
         slot whose cache a pending copy is still to read, or is still to overwrite."""
         donor = max(
             (s for s in self._slots if s is not slot), key=lambda s: common_prefix(s.tokens, job.prompt), default=None
         )
         held = common_prefix(donor.tokens, job.prompt) if donor is not None else 0
         if slot.sequence in self._sources or slot.sequence in self._copies:
-            return donor, None, held
+            return donor, None, held, None
         saved, length = self._cache.best(job.prompt) if self._cache is not None else (None, 0)
         if saved is None or length <= held:
             saved, length = None, held
@@ -145,9 +145,8 @@ class CacheReader:
             if stored is not None and on_file > length and min(on_file, len(job.prompt) - 1) - cached >= COPY_GAIN:
                 state = self._files.read(stored)
                 if state is not None:
-                    self._from_file = (saved := SavedPrompt(stored.tokens, state, int(state.nbytes)), stored)
-                    return None, saved, on_file
-        return (None, saved, length) if saved is not None else (donor, None, held)
+                    return None, SavedPrompt(stored.tokens, state, int(state.nbytes)), on_file, stored
+        return (None, saved, length, None) if saved is not None else (donor, None, held, None)
 
     def _set_aside(self, slot: Slot, *, kept: int, keep: SavedPrompt | None = None) -> None:
         """Save the slot's cache before all but `kept` tokens of it are dropped, when that
