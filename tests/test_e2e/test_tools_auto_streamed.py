@@ -15,6 +15,8 @@ import ollama
 import openai
 import pytest
 
+from .tool_streams import anthropic_streamed_call
+
 pytestmark = pytest.mark.model
 
 MODEL = "SmolLM2-135M-Instruct"
@@ -138,24 +140,7 @@ def test_anthropic_auto_call_input_json_deltas(claude: anthropic.Anthropic) -> N
     ) as stream:
         events = list(stream)
         final = stream.get_final_message()
-    kinds = [e.type for e in events if e.type not in ("input_json", "text")]  # the helper's own extras
-    start = next(e for e in events if e.type == "content_block_start")
-    assert start.content_block.type == "tool_use" and start.content_block.name == "get_weather"
-    deltas = [e for e in events if e.type == "content_block_delta"]
-    assert len(deltas) > 1 and all(d.delta.type == "input_json_delta" and d.index == start.index for d in deltas)
-    (stop,) = [e for e in events if e.type == "content_block_stop"]
-    assert stop.index == start.index
-    assert kinds[:2] == ["message_start", "content_block_start"] and kinds[-3:] == [
-        "content_block_stop",
-        "message_delta",
-        "message_stop",
-    ]
-    partial = "".join(d.delta.partial_json for d in deltas)  # type: ignore[union-attr]
-    helper = [e for e in events if e.type == "input_json"]  # the helper's own reading of the pieces
-    assert "".join(e.partial_json for e in helper) == partial and helper[-1].snapshot == {"city": "Paris"}
-    (use,) = [block for block in final.content if block.type == "tool_use"]
-    assert final.stop_reason == "tool_use" and use.id == start.content_block.id  # type: ignore[union-attr]
-    assert use.input == json.loads(partial) == {"city": "Paris"}
+    assert anthropic_streamed_call(events, final) == {"city": "Paris"}
 
 
 def test_ollama_streams_each_auto_call_whole(server: Any) -> None:

@@ -12,6 +12,8 @@ import anthropic
 import openai
 import pytest
 
+from .tool_streams import anthropic_streamed_call
+
 MODEL = "SmolLM2-135M-Instruct"
 CITY: dict[str, Any] = {
     "type": "object",
@@ -87,17 +89,4 @@ def test_anthropic_input_json_delta_pieces_make_the_final_input(claude: anthropi
     ) as stream:
         events = list(stream)
         final = stream.get_final_message()
-    kinds = [e.type for e in events if e.type not in ("input_json", "text")]  # the helper's own extras
-    start = next(e for e in events if e.type == "content_block_start")
-    assert start.content_block.type == "tool_use" and start.content_block.name == "get_weather"
-    deltas = [e for e in events if e.type == "content_block_delta"]
-    assert len(deltas) > 1 and all(d.delta.type == "input_json_delta" and d.index == start.index for d in deltas)
-    assert kinds[:2] == ["message_start", "content_block_start"] and kinds[-3:] == [
-        "content_block_stop",
-        "message_delta",
-        "message_stop",
-    ]
-    partial = "".join(d.delta.partial_json for d in deltas)  # type: ignore[union-attr]
-    (use,) = [block for block in final.content if block.type == "tool_use"]
-    assert final.stop_reason == "tool_use" and use.id == start.content_block.id  # type: ignore[union-attr]
-    assert use.input == json.loads(partial) and isinstance(use.input["city"], str)  # type: ignore[index]
+    assert isinstance(anthropic_streamed_call(events, final)["city"], str)
