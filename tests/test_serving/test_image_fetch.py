@@ -5,11 +5,9 @@ the time limit; each refusal a 400 naming the part."""
 from __future__ import annotations
 
 import dataclasses
-import struct
 import sys
 import threading
 import time
-import zlib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -20,20 +18,13 @@ from asgi_llm.core import IMAGE_MARKER, ChatRequest, ImageInput, InvalidRequest,
 from asgi_llm.serving.image_fetch import allowed_host
 from asgi_llm.serving.images import ImageRules, image_rules, read_images
 
+from .pictures import png
+
 DEFAULTS = image_rules(Settings())  # the settings' own limits, no host allowed
 
 pytestmark = pytest.mark.anyio
 
 PART = "messages[0].content[1]"
-
-
-def png(width: int, height: int) -> bytes:
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    rows = b"".join(b"\x00" + bytes(width) for _ in range(height))
-    head = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", head) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
 
 IMAGE = png(8, 8)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import struct
-import zlib
 from typing import Any
 
 import anyio.to_thread
@@ -20,20 +19,11 @@ from asgi_llm.engines.fake import FakeEngine
 from asgi_llm.serving import images
 from asgi_llm.serving.images import ImageRules, check_images, image_rules, read_images
 
+from .pictures import png
+
 DEFAULTS = image_rules(Settings())  # the settings' own limits, no host allowed
 
 pytestmark = pytest.mark.anyio
-
-
-def png(width: int, height: int) -> bytes:
-    """A real 8-bit grey PNG, all black."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    rows = b"".join(b"\x00" + bytes(width) for _ in range(height))
-    head = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", head) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
 
 def jpeg(width: int, height: int, frame: int = 0xC0) -> bytes:

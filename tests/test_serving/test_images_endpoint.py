@@ -6,8 +6,6 @@ while none is allowed — never a 500. A fake engine stands in for a vision mode
 from __future__ import annotations
 
 import base64
-import struct
-import zlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,16 +19,9 @@ from asgi_llm.adapters.openai import OPENAI
 from asgi_llm.core import IMAGE_MARKER, ChatRequest
 from asgi_llm.engines.fake import FakeEngine
 
+from .pictures import png
+
 pytestmark = pytest.mark.anyio
-
-
-def png(width: int, height: int) -> bytes:
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    rows = b"".join(b"\x00" + bytes(width) for _ in range(height))
-    head = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", head) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
 
 IMAGE = png(4, 3)

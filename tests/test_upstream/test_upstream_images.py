@@ -6,10 +6,8 @@ are read back by a real OpenAI adapter on the far side."""
 from __future__ import annotations
 
 import base64
-import struct
 import threading
 import time
-import zlib
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -25,16 +23,9 @@ from asgi_llm.core import IMAGE_MARKER, ChatRequest, ImageInput, Message
 from asgi_llm.engines.fake import FakeEngine
 from asgi_llm.engines.upstream.wire import chat_body
 
+from ..test_serving.pictures import png
+
 pytestmark = pytest.mark.anyio
-
-
-def png(width: int, height: int) -> bytes:
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    rows = b"".join(b"\x00" + bytes(width) for _ in range(height))
-    head = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", head) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
 
 IMAGE = png(5, 5)
