@@ -148,15 +148,15 @@ async def test_a_broken_invariant_restarts_the_model_and_its_requests_get_a_503(
 
 
 async def test_a_fault_no_request_owns_restarts_the_model(engine: LlamaCppEngine, monkeypatch: pytest.MonkeyPatch) -> None:
-    original, raised = batching.Scheduler._plan, []
+    original, raised = batching.plan, []
 
-    def plan(self: batching.Scheduler) -> Any:
-        if not raised and self.active:
+    def plan(active: list[Any], batch: int, chunk: int) -> Any:
+        if not raised and active:
             raised.append(True)
             raise RuntimeError("planning broke")
-        return original(self)
+        return original(active, batch, chunk)
 
-    monkeypatch.setattr(batching.Scheduler, "_plan", plan)
+    monkeypatch.setattr(batching, "plan", plan)
     before = engine.health()
     outcome = await _outcome(engine, _request())
     assert isinstance(outcome, ModelNotReady) and outcome.status == 503 and "restarted" in outcome.message

@@ -13,6 +13,7 @@ import pytest
 
 from asgi_llm.core import Finish, InternalError
 from asgi_llm.core.events import EngineEvent
+from asgi_llm.engines.llamacpp import batching
 from asgi_llm.engines.llamacpp.batching import Scheduler
 from asgi_llm.engines.llamacpp.jobs import END, BatchToken, Job, Turn
 from asgi_llm.engines.llamacpp.prompt_cache import PromptCache
@@ -146,10 +147,10 @@ def test_a_fault_no_job_owns_leaves_the_scheduler_broken_not_spinning(monkeypatc
     scheduler = Scheduler(model, slots=2, batch=64, chunk=64)
     request = _submit(scheduler, model, [1, 2, 3])
 
-    def plan(self: Scheduler) -> Any:
+    def plan(active: list[Any], batch: int, chunk: int) -> Any:
         raise RuntimeError("planning broke")
 
-    monkeypatch.setattr(Scheduler, "_plan", plan)
+    monkeypatch.setattr(batching, "plan", plan)
     assert scheduler.step() is True and scheduler.broken
     gone = RuntimeError("restarting")
     scheduler.abandon(gone)

@@ -67,11 +67,17 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     ),
     "asgi_llm.engines.llamacpp.batching": (
         "asgi_llm.core",
+        "asgi_llm.engines.llamacpp.batch_plan",
         "asgi_llm.engines.llamacpp.jobs",
         "asgi_llm.engines.llamacpp.cache_reading",
         "asgi_llm.engines.llamacpp.media_reading",
         "asgi_llm.engines.llamacpp.prompt_cache",
         "asgi_llm.engines.llamacpp.prompt_files",
+    ),
+    "asgi_llm.engines.llamacpp.batch_plan": (
+        "asgi_llm.engines.llamacpp.jobs",
+        "asgi_llm.engines.llamacpp.prompt_cache",
+        "asgi_llm.engines.llamacpp.batching",
     ),
     "asgi_llm.engines.llamacpp.media_reading": ("asgi_llm.engines.llamacpp.jobs",),
     "asgi_llm.engines.llamacpp.thread_governor": (),

@@ -8,7 +8,8 @@ turn of a chat) skips that prefix, or starts from another slot's or a saved prom
 (cache_reading.py). Prompts are fed in chunks beside the running choices' next tokens, so
 streams keep moving while a long prompt is read. Jobs wait in FIFO order for a free slot; a
 job whose client left is dropped before it costs anything. Busy slots are kept to consecutive
-sequence ids, and each batch laid out in their order: that is what llama.cpp decodes in one pass.
+sequence ids, and each batch laid out in their order: that is what llama.cpp decodes in one pass
+(batch_plan.py).
 
 One fault, one request: whatever raises on behalf of one job (reading its cache, its choice's
 step) ends that job's request with an error and empties its slot; a failed decode does that
@@ -18,7 +19,6 @@ they do not hold the scheduler is `broken`, and the engine restarts the model.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import time
 from collections import deque
@@ -27,10 +27,11 @@ from dataclasses import dataclass, field
 
 from ...core.errors import InternalError
 from ...core.events import EngineEvent
+from .batch_plan import Fed, leader, plan, slot_for
 from .cache_reading import CacheReader
 from .jobs import END, Backend, BatchToken, Gate, Job
 from .media_reading import read_media
-from .prompt_cache import PromptCache, common_prefix
+from .prompt_cache import PromptCache
 from .prompt_files import PromptFiles
 
 __all__ = ["END", "Scheduler", "SchedulerView", "Slot"]
@@ -49,8 +50,6 @@ class SchedulerView:
 
 
 log = logging.getLogger("asgi_llm.engine")
-
-_Fed = list[tuple[Job, list[int], int | None]]  # each job fed, its tokens, and its logits row
 
 
 @dataclass(eq=False)
@@ -131,7 +130,7 @@ class Scheduler:
             self._end(job)
         admitted, read = self._admit(), read_media(self._active, self._backend, self._fail, self._chunk)
         self.moved = read or self.moved  # a piece of a prompt's images read is progress too
-        batch, fed = self._plan()
+        batch, fed = plan(self._active, self._batch, self._chunk)
         if batch:
             self._decode(batch, fed)
         if self.faults != faults and (broken := self.violations()):
@@ -194,13 +193,11 @@ class Scheduler:
         return admitted
 
     def _place(self, job: Job, free: list[Slot]) -> None:
-        leader = _leader(self._active, job)
-        if leader is not None:
-            slot = min(free, key=lambda s: (_breaks(self.slots, s), s.used))  # its cache is replaced by the leader's
-            job.leader = leader
-            leader.followers.append(job)
-        else:
-            slot = max(free, key=lambda s: (common_prefix(s.tokens, job.prompt), -_breaks(self.slots, s), -s.used))
+        first = leader(self._active, job)
+        slot = slot_for(job, free, self.slots, following=first is not None)
+        if first is not None:
+            job.leader = first
+            first.followers.append(job)
         slot.job = job
         job.slot = slot
         self._active.append(job)
@@ -208,7 +205,7 @@ class Scheduler:
             job.ticket.admitted = True
             self.running += 1
         self.moved = time.monotonic()
-        if leader is None:
+        if first is None:
             self._read(job)
 
     def _read(self, job: Job) -> None:
@@ -219,36 +216,7 @@ class Scheduler:
 
     # -- one step ------------------------------------------------------------------
 
-    def _plan(self) -> tuple[list[BatchToken], _Fed]:
-        """Every running choice's next token, then prompt chunks in arrival order while room is
-        left; laid out by sequence id, since llama.cpp decodes a batch of separate KV streams
-        in one pass only over a run of consecutive sequence ids in batch order (any other
-        order costs another pass per break)."""
-        planned: list[tuple[Job, Slot, list[int], bool]] = []  # tokens, and whether the last wants logits
-        for job in self._active:
-            if job.token is not None and job.slot is not None:
-                planned.append((job, job.slot, [job.token], True))
-        room = self._batch - len(planned)
-        if planned:
-            room = min(room, self._chunk)  # a long prompt must not stall the streams
-        for job in self._active:
-            if room <= 0:
-                break
-            if not job.pending or job.leader is not None or job.slot is None:
-                continue
-            chunk = job.pending[:room]
-            planned.append((job, job.slot, chunk, len(chunk) == len(job.pending)))
-            room -= len(chunk)
-        batch: list[BatchToken] = []
-        fed: _Fed = []
-        for job, slot, tokens, last in sorted(planned, key=lambda p: p[1].sequence):
-            start = len(slot.tokens)
-            for offset, token in enumerate(tokens):
-                batch.append(BatchToken(token, start + offset, slot.sequence, last and offset == len(tokens) - 1))
-            fed.append((job, tokens, len(batch) - 1 if last else None))
-        return batch, fed
-
-    def _decode(self, batch: list[BatchToken], fed: _Fed) -> None:
+    def _decode(self, batch: list[BatchToken], fed: Fed) -> None:
         try:
             self._backend.decode(batch)
         except Exception as exc:  # noqa: BLE001 (a failed decode ends its batch's requests, only them)
@@ -308,7 +276,7 @@ class Scheduler:
 
     # -- faults --------------------------------------------------------------------
 
-    def _decode_failed(self, fed: _Fed, exc: Exception) -> None:
+    def _decode_failed(self, fed: Fed, exc: Exception) -> None:
         self._reader.copies_lost()  # copies meant to move in this decode may or may not have
         for job, _, _ in fed:
             if job.slot is not None:
@@ -379,22 +347,3 @@ def _send(job: Job, events: Iterable[EngineEvent]) -> None:
     for event in events:
         if not job.ticket.cancelled and not job.ticket.send(event):
             job.ticket.cancelled = True
-
-
-def _breaks(slots: list[Slot], joining: Slot) -> int:
-    """Gaps between the busy sequence ids once `joining` is busy too: each one costs llama.cpp
-    another pass per decode (see `Scheduler._plan`), so among slots whose caches serve a prompt
-    equally well, the one that leaves fewest wins."""
-    busy = sorted({s.sequence for s in slots if s.job is not None} | {joining.sequence})
-    return sum(b - a > 1 for a, b in itertools.pairwise(busy))
-
-
-def _leader(active: list[Job], job: Job) -> Job | None:
-    """A running choice of the same prompt as `job` that has not produced a token yet: `job`
-    will copy its reading."""
-    if job.group is None:
-        return None
-    for other in active:
-        if other.group is job.group and other.leader is None and other.logits < 0 and other.token is None:
-            return other
-    return None

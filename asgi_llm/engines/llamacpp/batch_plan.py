@@ -1,0 +1,81 @@
+"""The layout of the scheduler's work (batching.py): which free slot a joining job takes, and
+what one step decodes, in which order.
+
+llama.cpp decodes a batch of separate KV streams in one pass only over a run of consecutive
+sequence ids in batch order; any other order costs another pass per break. So busy slots are
+kept to consecutive ids where a joining job's choice of slot allows, and each batch is laid out
+by sequence id. Pure: it reads the jobs and slots and writes neither.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+from .jobs import BatchToken, Job
+from .prompt_cache import common_prefix
+
+if TYPE_CHECKING:
+    from .batching import Slot
+
+__all__ = ["Fed", "leader", "plan", "slot_for"]
+
+Fed = list[tuple[Job, list[int], int | None]]  # each job fed, its tokens, and its logits row
+
+
+def plan(active: list[Job], batch: int, chunk: int) -> tuple[list[BatchToken], Fed]:
+    """Every running choice's next token, then prompt chunks in arrival order while room is
+    left of `batch` tokens (at most `chunk` of them beside running choices); laid out by
+    sequence id."""
+    planned: list[tuple[Job, Slot, list[int], bool]] = []  # tokens, and whether the last wants logits
+    for job in active:
+        if job.token is not None and job.slot is not None:
+            planned.append((job, job.slot, [job.token], True))
+    room = batch - len(planned)
+    if planned:
+        room = min(room, chunk)  # a long prompt must not stall the streams
+    for job in active:
+        if room <= 0:
+            break
+        if not job.pending or job.leader is not None or job.slot is None:
+            continue
+        tokens = job.pending[:room]
+        planned.append((job, job.slot, tokens, len(tokens) == len(job.pending)))
+        room -= len(tokens)
+    laid: list[BatchToken] = []
+    fed: Fed = []
+    for job, slot, tokens, last in sorted(planned, key=lambda p: p[1].sequence):
+        start = len(slot.tokens)
+        for offset, token in enumerate(tokens):
+            laid.append(BatchToken(token, start + offset, slot.sequence, last and offset == len(tokens) - 1))
+        fed.append((job, tokens, len(laid) - 1 if last else None))
+    return laid, fed
+
+
+def slot_for(job: Job, free: list[Slot], slots: list[Slot], following: bool) -> Slot:
+    """The free slot `job` takes: a follower (`following`: its cache is replaced by its
+    leader's) the one that leaves fewest breaks, and the least recently used among those;
+    any other the one whose cache holds the longest prefix of its prompt, then fewest breaks,
+    then the most recently used."""
+    if following:
+        return min(free, key=lambda s: (_breaks(slots, s), s.used))
+    return max(free, key=lambda s: (common_prefix(s.tokens, job.prompt), -_breaks(slots, s), -s.used))
+
+
+def _breaks(slots: list[Slot], joining: Slot) -> int:
+    """Gaps between the busy sequence ids once `joining` is busy too: each one costs llama.cpp
+    another pass per decode (see `plan`), so among slots whose caches serve a prompt
+    equally well, the one that leaves fewest wins."""
+    busy = sorted({s.sequence for s in slots if s.job is not None} | {joining.sequence})
+    return sum(b - a > 1 for a, b in itertools.pairwise(busy))
+
+
+def leader(active: list[Job], job: Job) -> Job | None:
+    """A running choice of the same prompt as `job` that has not produced a token yet: `job`
+    will copy its reading."""
+    if job.group is None:
+        return None
+    for other in active:
+        if other.group is job.group and other.leader is None and other.logits < 0 and other.token is None:
+            return other
+    return None
