@@ -7,8 +7,11 @@ key/value metadata and its tensor table; the weights after it are never read.
 
 from __future__ import annotations
 
+import functools
 import mmap
+import os
 import struct
+from types import MappingProxyType
 from typing import Any
 
 from ..core.catalog import ModelFacts
@@ -153,7 +156,7 @@ def _parse(data: Any) -> ModelFacts:
         architecture=str(metadata.get("general.architecture", "")),
         parameters=parameters,
         file_type=FILE_TYPES.get(file_type, "") if isinstance(file_type, int) else "",
-        metadata=metadata,
+        metadata=MappingProxyType(metadata),  # shared by every reader of the file (`read_facts` caches)
         layer_weights=layers,
         output_weights=output,
         output_copy=copy,
@@ -186,7 +189,18 @@ def _by_layer(sizes: dict[str, int]) -> tuple[tuple[int, ...], int, int]:
 
 def read_facts(path: str) -> ModelFacts:
     """The facts in the header of the GGUF at `path`; empty facts for a file that isn't one
-    (a catalog must answer whatever the file is)."""
+    (a catalog must answer whatever the file is). Cached while the file stays the same file
+    (its inode, size and time): a header with a large vocabulary takes milliseconds to walk,
+    and every catalog reload and estimate asks again."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return ModelFacts()
+    return _read_facts(path, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_facts(path: str, inode: int, size: int, mtime_ns: int) -> ModelFacts:
     try:
         with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
             return _parse(data)

@@ -166,3 +166,18 @@ def test_tensor_bytes_come_from_their_offsets_grouped_by_layer(tmp_path: Path) -
     assert (untied.layer_weights, untied.output_weights, untied.output_copy) == ((32, 64), 16 + 24, 0)
     header_only = read_facts(write(tmp_path, placed_gguf(tied, 0)))
     assert (header_only.layer_weights, header_only.output_weights) == ((32, 64), 0)  # the last one cut: 0, never less
+
+
+def test_a_file_is_read_once_while_it_stays_the_same_file(tmp_path: Path) -> None:
+    """The header walk is cached by the file's identity: asked again, the same facts come back
+    without a read; replaced (a new file of the same size at the same path), it is read afresh,
+    and the shared facts cannot be changed by one of their readers."""
+    path = write(tmp_path, gguf([("general.architecture", "str", "aaaa")], TENSORS))
+    first = read_facts(path)
+    assert read_facts(path) is first
+    with pytest.raises(TypeError):
+        first.metadata["general.architecture"] = "other"  # type: ignore[index]
+    replacement = tmp_path / "replacement.gguf"
+    replacement.write_bytes(gguf([("general.architecture", "str", "bbbb")], TENSORS))
+    replacement.replace(path)
+    assert read_facts(path).architecture == "bbbb"
