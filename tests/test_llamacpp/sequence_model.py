@@ -90,6 +90,8 @@ class Scripted:
     """A choice that writes `tokens` tokens, checking each row it is given is its own: the
     row asking for logits, holding its prompt's last token or the token it chose before."""
 
+    greedy = False
+
     def __init__(self, model: Model, prompt: list[int], tokens: int, mark: int) -> None:
         self.model, self.prompt, self.tokens, self.mark = model, prompt, tokens, mark
         self.produced = self.cached = 0
@@ -100,7 +102,7 @@ class Scripted:
         self.cached = cached
         return ()
 
-    def step(self, row: int) -> Turn:
+    def step(self, row: int, top: int | None = None) -> Turn:
         entry = self.model.last[row]
         assert entry.logits and entry.token == self.last, "a choice was handed another's logits"
         self.produced += 1

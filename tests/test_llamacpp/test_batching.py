@@ -58,6 +58,8 @@ class Inbox:
 class Counting:
     """A choice that 'samples' first, first+1, ... and reports the batch row it read each from."""
 
+    greedy = False
+
     def __init__(self, prompt: list[int], tokens: int, first: int = 100) -> None:
         self.prompt, self.tokens, self.first = prompt, tokens, first
         self.produced = self.cached = 0
@@ -67,7 +69,7 @@ class Counting:
         self.cached = cached
         return ()
 
-    def step(self, row: int) -> Turn:
+    def step(self, row: int, top: int | None = None) -> Turn:
         n = self.produced
         self.produced += 1
         events: list[GenerationEvent] = [TextDelta(f"{self.first + n}@{row}")]
@@ -214,7 +216,7 @@ def test_an_error_in_a_choice_reaches_its_ticket_only() -> None:
     scheduler = Scheduler(backend, slots=2, batch=64, chunk=8)
 
     class Broken(Counting):
-        def step(self, row: int) -> Turn:
+        def step(self, row: int, top: int | None = None) -> Turn:
             raise ValueError("bad output")
 
     inbox = Inbox()

@@ -70,7 +70,7 @@ class FaultyChoice(Scripted):
         self.faulty._maybe("begin")
         return super().begin(cached)
 
-    def step(self, row: int) -> Turn:
+    def step(self, row: int, top: int | None = None) -> Turn:
         self.faulty._maybe("step")
         return super().step(row)
 

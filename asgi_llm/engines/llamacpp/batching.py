@@ -9,7 +9,8 @@ turn of a chat) skips that prefix, or starts from another slot's or a saved prom
 streams keep moving while a long prompt is read. Jobs wait in FIFO order for a free slot; a
 job whose client left is dropped before it costs anything. Busy slots are kept to consecutive
 sequence ids, and each batch laid out in their order: that is what llama.cpp decodes in one pass
-(batch_plan.py).
+(batch_plan.py). The choices whose next pick is plain greedy have it picked together, in one
+pass over the step's logits (`Backend.top`); the others pick their own.
 
 One fault, one request: whatever raises on behalf of one job (reading its cache, its choice's
 step) ends that job's request with an error and empties its slot; a failed decode does that
@@ -239,12 +240,24 @@ class Scheduler:
             if row is not None:
                 job.logits = row
                 ready.append(job)
+        tops = self._tops(ready)
         for job in ready:
             if job.slot is not None:
-                self._share(job)
-                self._advance(job)
+                self._share(job, tops)
+                self._advance(job, tops.get(job.logits))
 
-    def _share(self, leader: Job) -> None:
+    def _tops(self, ready: list[Job]) -> dict[int, int]:
+        """The top token of each row whose choice (or a follower sampling from it) picks plain
+        greedy next, all picked in one pass: batch row -> token. Where that fails, none: each
+        choice then picks its own, as any other does."""
+        try:
+            rows = [job.logits for job in ready if job.choice.greedy or any(f.choice.greedy for f in job.followers)]
+            return dict(zip(rows, self._backend.top(rows), strict=True)) if rows else {}
+        except Exception as exc:  # the choices pick one by one instead
+            log.error("the step's greedy picks failed: %r", exc, exc_info=exc)
+            return {}
+
+    def _share(self, leader: Job, tops: dict[int, int]) -> None:
         """Followers take a copy of the leader's read prompt and sample from its logits."""
         followers, leader.followers = leader.followers, []
         for job in followers:
@@ -254,9 +267,9 @@ class Scheduler:
             except Exception as exc:  # noqa: BLE001 (one fault, one request: it ends this job only)
                 self._fail(job, exc, "copying its prompt's reading")
                 continue
-            self._advance(job)
+            self._advance(job, tops.get(job.logits))
 
-    def _advance(self, job: Job) -> None:
+    def _advance(self, job: Job, top: int | None) -> None:
         ticket = job.ticket
         if ticket.cancelled:
             self._end(job)
@@ -265,7 +278,7 @@ class Scheduler:
             if not job.begun:
                 job.begun = True
                 _send(job, job.choice.begin(job.cached))
-            turn = job.choice.step(job.logits)
+            turn = job.choice.step(job.logits, top)
             _send(job, turn.events)
         except Exception as exc:  # noqa: BLE001 (one fault, one request: it ends this job only)
             self._fail(job, exc, "generating its output", keep_cache=True)

@@ -120,8 +120,13 @@ class TokenChoice:
             events.extend(self._through([TextDelta(out.echo, index=out.index, logprobs=out.echo_logprobs)], False))
         return events
 
-    def step(self, row: int) -> Turn:
-        raw, token = self._next(row)
+    @property
+    def greedy(self) -> bool:
+        """Whether its next pick is the plain top logit (no logprobs to read, no marker forced)."""
+        return self.sampling.greedy and not self._closing and not self.output.params.logprobs
+
+    def step(self, row: int, top: int | None = None) -> Turn:
+        raw, token = self._next(row, top if top is not None and self.greedy else None)
         events = self._through(raw, token is None)
         return Turn(events, None if self._feed.ended else token)
 
@@ -145,17 +150,19 @@ class TokenChoice:
         self._feed.ended = True
         return events
 
-    def _next(self, row: int) -> tuple[list[GenerationEvent], int | None]:
-        """One token picked from batch row `row`: its events, and the token (None: done)."""
+    def _next(self, row: int, top: int | None) -> tuple[list[GenerationEvent], int | None]:
+        """One token picked from batch row `row` (`top`, where the scheduler picked it): its
+        events, and the token (None: done)."""
         out, sampling, model = self.output, self.sampling, self._model
         remaining = out.limit - self.produced
         if remaining <= 0:  # no room for even one token
             return self._finish([], "length"), None
-        token = (
-            sampling.force(self._closing.pop(0))
-            if self._closing
-            else sampling.sample(row, self._decoder.context, remaining)
-        )
+        if self._closing:
+            token = sampling.force(self._closing.pop(0))
+        elif top is not None:
+            token = sampling.take_top(top)
+        else:
+            token = sampling.sample(row, self._decoder.context, remaining)
         if model.is_end(token):
             return self._finish(
                 [], "length" if sampling.cut else "stop"

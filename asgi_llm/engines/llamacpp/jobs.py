@@ -88,6 +88,11 @@ class Backend(Protocol):
         does not fit."""
         ...
 
+    def top(self, rows: Sequence[int]) -> Sequence[int]:
+        """The token of the highest logit (the first of equal highs) at each of the last decode's
+        batch `rows`, picked in one pass over their logits."""
+        ...
+
 
 class Turn(NamedTuple):
     """What one step of a choice gave: its events, and the token to decode next (None: done)."""
@@ -105,8 +110,15 @@ class Choice(Protocol):
         the first token (the prompt's size, an echo)."""
         ...
 
-    def step(self, row: int) -> Turn:
-        """Pick the next token from the logits at batch row `row`."""
+    @property
+    def greedy(self) -> bool:
+        """Whether its next pick is the plain top of its logits (no grammar, bias, penalties or
+        logprobs): the scheduler then picks it with the other such choices' in one pass."""
+        ...
+
+    def step(self, row: int, top: int | None = None) -> Turn:
+        """Pick the next token from the logits at batch row `row`; `top` is that row's top token
+        where the scheduler picked it, which a choice takes instead while it is `greedy`."""
         ...
 
     def close(self) -> None:

@@ -24,6 +24,7 @@ from llama_cpp import _internals
 from ...config import ModelConfig
 from ...core.errors import InternalError
 from .jobs import BatchToken
+from .picks import top_rows
 from .threads import GovernedThreads
 
 __all__ = [
@@ -248,6 +249,10 @@ def _bytes(array: Any) -> Any:
     return array.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
 
 
+def _address(pointer: Any) -> int:
+    return int(ctypes.cast(pointer, ctypes.c_void_p).value or 0)
+
+
 class Decoder:
     """The scheduler's `Backend` over one context: batched decodes and per-sequence cache edits,
     saves and restores."""
@@ -259,6 +264,8 @@ class Decoder:
         self._memory = llama_cpp.llama_get_memory(self._ctx)
         self.capacity = int(context.params.n_batch)  # the most tokens one decode takes
         self._batch: Any = llama_cpp.llama_batch_init(self.capacity, 0, 1)
+        self._wants = np.ctypeslib.as_array(self._batch.logits, shape=(self.capacity,))  # its logits flags
+        self._n_vocab = int(context.model.n_vocab())
 
     @property
     def per_sequence(self) -> int:
@@ -318,6 +325,23 @@ class Decoder:
     def logits(self, row: int) -> Any:
         """The logits of batch row `row` of the last decode (a ctypes float pointer)."""
         return llama_cpp.llama_get_logits_ith(self._ctx, row)
+
+    def top(self, rows: Sequence[int]) -> list[int]:
+        """The top token (the first of equal highs) of each batch row in `rows` of the last
+        decode, in one argmax over their logits: llama.cpp keeps a decode's logits as contiguous
+        rows of `n_vocab` floats, one per batch row that asked for them, in batch order. A single
+        row, or rows whose first or last llama.cpp says is elsewhere, are read where it says."""
+        if len(rows) > 1:
+            counted = np.cumsum(self._wants[: self._batch.n_tokens], dtype=np.intp)  # batch row -> logits row + 1
+            first, last = min(rows), max(rows)
+            start = _address(llama_cpp.llama_get_logits(self._ctx))
+            row_bytes = self._n_vocab * ctypes.sizeof(ctypes.c_float)
+            if all(_address(self.logits(row)) == start + (int(counted[row]) - 1) * row_bytes for row in (first, last)):
+                logits = llama_cpp.llama_get_logits(self._ctx)
+                return top_rows(
+                    np.ctypeslib.as_array(logits, shape=(int(counted[last]), self._n_vocab)), counted[rows] - 1
+                )
+        return [int(np.ctypeslib.as_array(self.logits(row), shape=(self._n_vocab,)).argmax()) for row in rows]
 
     def clear(self) -> None:
         """Forget every sequence's cells."""

@@ -40,6 +40,7 @@ __all__ = [
     "nucleus",
     "penalized",
     "top_k",
+    "top_rows",
 ]
 
 PENALTY_WINDOW = 64  # tokens the penalties look back over
@@ -131,6 +132,9 @@ class GreedyPick:
 
     def __init__(self, bias: Mapping[int, float], n_vocab: int, penalties: Penalties | None = None) -> None:
         self._adjusted = _Adjusted(bias, n_vocab, penalties)
+        self.plain = not bias and penalties is None
+        """Whether it picks the model's own top logit (no bias, no penalties): a scheduler's one
+        argmax over many rows picks as it does."""
 
     def pick(self, logits: Any) -> int:
         with self._adjusted.values(logits) as values:
@@ -142,6 +146,15 @@ class GreedyPick:
     def took(self, token: int) -> None:
         """`token` is the output's next, whoever chose it (the penalties count it)."""
         self._adjusted.took(token)
+
+
+def top_rows(values: np.ndarray, rows: np.ndarray) -> list[int]:
+    """The top token of each of `rows` (indices into `values`, a logits row each), in one argmax
+    over the rows from the least of them to the greatest: for each, what a plain `GreedyPick`
+    picks (the first of equal highs; in a row of -inf alone, the first token)."""
+    first = int(rows.min())
+    picked: list[int] = values[first : int(rows.max()) + 1].argmax(axis=1)[rows - first].tolist()
+    return picked
 
 
 def _unadjusted_best(logits: Any, n_vocab: int) -> int:

@@ -59,10 +59,12 @@ class Verdict:
         self.prompt_tokens = prompt
         self.score: float | None = None  # set on the inference thread before the request's END
 
+    greedy = False  # it reads its logits; it picks no token
+
     def begin(self, cached: int) -> Sequence[EngineEvent]:
         return ()
 
-    def step(self, row: int) -> Turn:
+    def step(self, row: int, top: int | None = None) -> Turn:
         logits = np.ctypeslib.as_array(self._decoder.logits(row), shape=(self._n_vocab,))
         self.score = yes_share(logits[self._yes], logits[self._no])
         return Turn((), None)

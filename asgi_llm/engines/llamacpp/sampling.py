@@ -25,7 +25,7 @@ from ..decoding.gbnf import Grammar
 from ..decoding.tool_calls import JsonValues, canonical_json
 from ..decoding.tool_detect import CallDetector, call_level, trigger_grammar
 from .native import Model
-from .picks import PENALTY_WINDOW, bounded, fast_pick, penalized, top_k
+from .picks import PENALTY_WINDOW, GreedyPick, bounded, fast_pick, penalized, top_k
 
 __all__ = ["Sampling", "accepted_grammar", "logprob", "readable", "spelling"]
 
@@ -188,6 +188,7 @@ class Sampling:
         seed = _seed(params, index)
         self._chain = _chain(params, seed, model.n_vocab)
         self._fast = fast_pick(params, model.n_vocab, seed)
+        self._plain = isinstance(self._fast, GreedyPick) and self._fast.plain
         self._remembers = penalized(params)
         self._control_pieces = control_pieces  # reasoning markers that are control tokens
         self._call_markers = call_markers  # tool-call markers that are control tokens
@@ -229,6 +230,17 @@ class Sampling:
         if not piece and self._watching:
             return self._call_markers.get(token, piece)
         return piece
+
+    @property
+    def greedy(self) -> bool:
+        """Whether the next pick is the plain top logit: greedy, with no bias, penalties or grammar."""
+        return self._plain and self._grammar is None
+
+    def take_top(self, token: int) -> int:
+        """The top of the row, picked with others' in one pass (only while `greedy`): taken as
+        `sample` takes its pick."""
+        self._took(token)
+        return token
 
     def sample(self, row: int, context: Any, remaining: int) -> int:
         """The next token from batch row `row` of the last decode on `context`, `remaining` tokens
