@@ -9,6 +9,7 @@ by sequence id. Pure: it reads the jobs and slots and writes neither.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,7 @@ from .prompt_cache import common_prefix
 if TYPE_CHECKING:
     from .batching import Slot
 
-__all__ = ["Fed", "leader", "plan", "slot_for"]
+__all__ = ["Breaks", "Fed", "leader", "plan", "slot_for"]
 
 Fed = list[tuple[Job, list[int], int | None]]  # each job fed, its tokens, and its logits row
 
@@ -57,17 +58,35 @@ def slot_for(job: Job, free: list[Slot], slots: list[Slot], following: bool) -> 
     leader's) the one that leaves fewest breaks, and the least recently used among those;
     any other the one whose cache holds the longest prefix of its prompt, then fewest breaks,
     then the most recently used."""
+    breaks = Breaks(slots)
     if following:
-        return min(free, key=lambda s: (_breaks(slots, s), s.used))
-    return max(free, key=lambda s: (common_prefix(s.tokens, job.prompt), -_breaks(slots, s), -s.used))
+        return min(free, key=lambda s: (breaks.joining(s.sequence), s.used))
+    return max(free, key=lambda s: (common_prefix(s.tokens, job.prompt), -breaks.joining(s.sequence), -s.used))
 
 
-def _breaks(slots: list[Slot], joining: Slot) -> int:
-    """Gaps between the busy sequence ids once `joining` is busy too: each one costs llama.cpp
-    another pass per decode (see `plan`), so among slots whose caches serve a prompt
-    equally well, the one that leaves fewest wins."""
-    busy = sorted({s.sequence for s in slots if s.job is not None} | {joining.sequence})
-    return sum(b - a > 1 for a, b in itertools.pairwise(busy))
+class Breaks:
+    """Gaps between the busy sequence ids: each one costs llama.cpp another pass per decode
+    (see `plan`), so among slots whose caches serve a prompt equally well, the one that leaves
+    fewest wins. The busy ids are sorted once; each free slot's count is then a lookup."""
+
+    def __init__(self, slots: list[Slot]) -> None:
+        self._busy = sorted(s.sequence for s in slots if s.job is not None)
+        self._gaps = sum(b - a > 1 for a, b in itertools.pairwise(self._busy))
+
+    def joining(self, sequence: int) -> int:
+        """The gaps once the free `sequence` is busy too."""
+        busy = self._busy
+        at = bisect.bisect_left(busy, sequence)
+        before = busy[at - 1] if at else None
+        after = busy[at] if at < len(busy) else None
+        gaps = self._gaps
+        if before is not None and after is not None:
+            gaps -= after - before > 1
+        if before is not None:
+            gaps += sequence - before > 1
+        if after is not None:
+            gaps += after - sequence > 1
+        return gaps
 
 
 def leader(active: list[Job], job: Job) -> Job | None:
