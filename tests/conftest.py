@@ -6,6 +6,7 @@ The spec lives in the shared folder beside the repository (`../shared/spec`), in
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Callable, Generator
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 import pytest_timeout
 import yaml
+from _pytest.mark.expression import Expression
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
@@ -25,6 +27,7 @@ SPEC_URI = "urn:openai-openapi"
 SpecValidate = Callable[[Any, str], None]
 
 DESELECTED = pytest.StashKey[bool]()  # whether -k, -m, --deselect or --lf left tests out
+PARTIAL = "asgi_llm_partial"  # an xdist worker's input: whether the run is of some tests only
 
 MODEL_FIXTURES = frozenset(
     {
@@ -145,6 +148,8 @@ class ModelLoads:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(ModelLoads(), "model-loads")
+    if _partial(config):
+        _measure_nothing(config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -153,17 +158,70 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         guard.patch.undo()
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    node.workerinput[PARTIAL] = _partial(node.config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (pyproject's addopts): a worker per core for the whole tree without the model
+    tests (`pytest -m "not model"`, the fast suite, which is most of the tests and little of the
+    time), and none otherwise. The model tests share servers and loaded models within a process and
+    give each llama.cpp every core, and a run of a few tests would spend more on starting workers
+    than it saves. `-n N` still asks for N."""
+    if config.args_source is not pytest.Config.ArgsSource.TESTPATHS or not _without_models(config.option.markexpr):
+        return 0
+    preset = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
+    return int(preset) if preset else len(os.sched_getaffinity(0))
+
+
+def _without_models(markexpr: str) -> bool:
+    """Whether `-m` leaves out every test marked `model`."""
+    if not markexpr:
+        return False
+    expression = Expression.compile(markexpr)
+    return not expression.evaluate(lambda name: name == "model")
+
+
+def _partial(config: pytest.Config) -> bool:
+    """Whether the run leaves out some tests by its arguments or options (an xdist worker, whose
+    arguments are the controller's choice, is told: `pytest_configure_node`)."""
+    told = getattr(config, "workerinput", {}).get(PARTIAL)
+    if told is not None:
+        return bool(told)
+    options = config.option
+    chosen = bool(options.markexpr or options.keyword or options.deselect or getattr(options, "lf", False))
+    return chosen or config.args_source is not pytest.Config.ArgsSource.TESTPATHS
+
+
+def _measure_nothing(config: pytest.Config) -> None:
+    """Coverage (pyproject's `--cov`) is for the whole suite, which holds its floor: a run of some
+    tests measures nothing, as with `--no-cov`, and runs at full speed (the tracer doubles the fast
+    suite's time). pytest-cov has already begun tracing in this process (its hook runs before this
+    file is read): stopped, its data dropped, and `no_cov` set before its session starts, where it
+    reads it; the processes this one starts (xdist's workers, servers) are not told to measure."""
+    coverage = config.pluginmanager.get_plugin("_cov")
+    if coverage is None:
+        return
+    coverage.options.no_cov = True
+    os.environ.pop("COVERAGE_PROCESS_CONFIG", None)  # `patch = ["subprocess"]`: children would measure themselves
+    controller = coverage.cov_controller
+    if controller is not None:
+        controller.cov.stop()
+        controller.cov.erase()
+
+
 def pytest_deselected(items: list[pytest.Item]) -> None:
     if items:
         items[0].config.stash[DESELECTED] = True
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """The coverage floor is the whole suite's: a run of some tests reports coverage but holds no floor."""
-    config = session.config
-    whole = config.args_source is pytest.Config.ArgsSource.TESTPATHS and not config.stash.get(DESELECTED, False)
-    coverage = config.pluginmanager.get_plugin("_cov")
-    if coverage is not None and not whole:
+    """The coverage floor is the whole suite's: a run that deselects some tests (a plugin's
+    choice, or anything `_partial` does not see) reports coverage but holds no floor."""
+    coverage = session.config.pluginmanager.get_plugin("_cov")
+    if coverage is not None and session.config.stash.get(DESELECTED, False):
         coverage.options.cov_fail_under = None
 
 
