@@ -134,6 +134,7 @@ class MessagesBody(CountBody):
     top_k: Annotated[int, Field(ge=0)] | None = None
     metadata: WireMetadata | None = None
     stream: bool | None = None
+    speculative: bool | None = None  # ours: false keeps the model from drafting (its `speculative` setting)
 
 
 _REQUIRED: dict[str, tuple[str, ...]] = {
@@ -156,6 +157,7 @@ def parse(body: Any) -> Parsed[ChatRequest, AutoCache | None]:
         top_p=1.0 if wire.top_p is None else wire.top_p,
         top_k=wire.top_k or 0,
         stop=tuple(wire.stop_sequences or ()),
+        speculative=wire.speculative is not False,
     )
     user = wire.metadata.user_id if wire.metadata else None
     request = replace(_request(wire, sampling, user), prompt_size_first=bool(wire.stream))

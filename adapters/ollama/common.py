@@ -72,6 +72,7 @@ class WireOptions(Wire):
     repeat_penalty: Annotated[float, Field(gt=0)] | None = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
+    speculative: bool | None = None  # ours: false keeps the model from drafting (its `speculative` setting)
 
 
 class GenerateFields(Wire):
@@ -178,6 +179,7 @@ def sampling(
         logprobs=bool(logprobs),
         top_logprobs=(top_logprobs or 0) if logprobs else 0,
         output_format=output_format(fmt),
+        speculative=o.speculative is not False,
     )
 
 

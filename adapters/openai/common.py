@@ -127,6 +127,8 @@ class SamplingBody(Wire):
     """llama-server's per-request LoRA adapters and scales."""
     grammar: str | None = None
     """llama.cpp's GBNF grammar the output must be a sentence of (empty: none, as in llama-server)."""
+    speculative: bool | None = None
+    """Ours: false keeps the model from drafting tokens for this request (its `speculative` setting)."""
 
 
 def sampling_params(
@@ -155,6 +157,7 @@ def sampling_params(
         top_logprobs=top_logprobs,
         output_format=_with_grammar(wire.grammar, output_format),
         max_tokens_param=max_tokens_param,
+        speculative=wire.speculative is not False,
     )
 
 

@@ -97,6 +97,21 @@ class ModelConfig(BaseModel):
     prompt_cache_disk_mib: int = Field(
         default=4096, ge=1, description="Disk (MiB) the saved prompts may take; the least recently used go first."
     )
+    speculative: Literal["off", "ngram"] = Field(
+        default="off",
+        description="Speculative decoding: ngram = each sequence drafts from its prompt and output so far (prompt "
+        "lookup), verified in the step's one decode; output is unchanged. See docs/performance.md.",
+    )
+    speculative_draft: int = Field(default=8, ge=1, le=64, description="The most tokens a sequence drafts a step.")
+    speculative_ngram: int = Field(
+        default=4, ge=2, le=16, description="The longest n-gram a draft follows (down to bigrams)."
+    )
+    speculative_step_tokens: int = Field(
+        default=16,
+        ge=1,
+        description="Drafting stops where a step would decode more tokens than this (running sequences count "
+        "first): past it, a step costs per token and drafts would slow a busy server.",
+    )
     max_queue: int = Field(default=64, ge=0, description="Requests that may wait for a free sequence; beyond: 503.")
     queue_timeout: float = Field(
         default=60.0,
@@ -114,19 +129,32 @@ class ModelConfig(BaseModel):
     pin: bool = Field(default=False, description="Never unloaded to make room for another model, nor when idle.")
     # An upstream model: an OpenAI-compatible server (llama.cpp's server, vLLM, a cloud, another asgi-llm).
     backend: Literal["local", "upstream"] | None = Field(
-        default=None, description="`local` (the GGUF `path`) or `upstream` (`base_url`); None = upstream iff a base_url is set."
+        default=None,
+        description="`local` (the GGUF `path`) or `upstream` (`base_url`); None = upstream iff a base_url is set.",
     )
-    base_url: str | None = Field(default=None, description="The upstream's OpenAI base URL (`http://host:8080/v1`); commas separate replicas.")
+    base_url: str | None = Field(
+        default=None, description="The upstream's OpenAI base URL (`http://host:8080/v1`); commas separate replicas."
+    )
     base_urls: tuple[str, ...] = Field(default=(), description="Replicas of one upstream model, load-balanced.")
-    api_key_env: str | None = Field(default=None, description="The environment variable holding the upstream's API key.")
+    api_key_env: str | None = Field(
+        default=None, description="The environment variable holding the upstream's API key."
+    )
     upstream_model: str | None = Field(default=None, description="The model name the upstream knows; default: `id`.")
-    discover: bool = Field(default=False, description="Serve every model the upstream lists (`id` becomes `prefix` + its name).")
+    discover: bool = Field(
+        default=False, description="Serve every model the upstream lists (`id` becomes `prefix` + its name)."
+    )
     prefix: str = Field(default="", description="Put before discovered model names.")
     connect_timeout: float = Field(default=5.0, gt=0, description="Seconds to connect to the upstream.")
-    first_byte_timeout: float = Field(default=120.0, gt=0, description="Seconds until the upstream's first streamed event.")
+    first_byte_timeout: float = Field(
+        default=120.0, gt=0, description="Seconds until the upstream's first streamed event."
+    )
     idle_timeout: float = Field(default=60.0, gt=0, description="Seconds the upstream may stay silent mid-stream.")
-    health_interval: float = Field(default=10.0, gt=0, description="Seconds between health checks of each upstream replica.")
-    fallbacks: tuple[str, ...] = Field(default=(), description="Models (ids or aliases) that take a request this one fails before its first byte.")
+    health_interval: float = Field(
+        default=10.0, gt=0, description="Seconds between health checks of each upstream replica."
+    )
+    fallbacks: tuple[str, ...] = Field(
+        default=(), description="Models (ids or aliases) that take a request this one fails before its first byte."
+    )
 
     @field_validator("parallel")
     @classmethod

@@ -25,13 +25,16 @@ __all__ = [
 
 @dataclass(frozen=True)
 class EngineHealth:
-    """Whether a fresh request can be served now, and the faults an engine survived since load."""
+    """Whether a fresh request can be served now, the faults an engine survived since load, and
+    its speculative decoding's tally (tokens drafted, and those its choices picked)."""
 
     stalled: str | None = None
     """Why a fresh request cannot be served now (work made no progress); None while it can."""
     faults: int = 0  # requests ended by a fault on the engine's side, the others going on
     stalls: int = 0  # times queued or running work made no progress for `stall_seconds`
     restarts: int = 0  # times the model restarted in place, after a stall or a broken invariant
+    drafted: int = 0  # tokens decoded as drafts to verify (speculative decoding)
+    accepted: int = 0  # of those, the ones picked: each saved a decode
 
 
 class Tokenizer(Protocol):

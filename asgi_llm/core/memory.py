@@ -31,6 +31,16 @@ class MemoryEstimate:
     def on_gpu(self, device: int) -> int:
         return self.gpu[device] if device < len(self.gpu) else 0
 
+    def __add__(self, other: MemoryEstimate) -> MemoryEstimate:
+        """Both together (a model and its projector), part by part and device by device."""
+        return MemoryEstimate(
+            weights=self.weights + other.weights,
+            kv_cache=self.kv_cache + other.kv_cache,
+            compute=self.compute + other.compute,
+            gpu=tuple(self.on_gpu(i) + other.on_gpu(i) for i in range(max(len(self.gpu), len(other.gpu)))),
+            prompt_cache=self.prompt_cache + other.prompt_cache,
+        )
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "weights": self.weights,

@@ -135,6 +135,9 @@ class SamplingParams:
     output_format: OutputFormat | None = None
     max_tokens_param: str = "max_tokens"
     """The request field `max_tokens` came from, for a refusal that names it."""
+    speculative: bool = True
+    """Whether the model may draft tokens to verify (where its `speculative` setting is on); a
+    request opts out with the protocol's extension field, say to time plain decoding."""
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,12 @@ class Metrics:
             "asgi_llm_engine_restarts_total", "Times a model restarted in place after a stall or a fault.", ("model",)
         )
         self.stalled = Gauge("asgi_llm_engine_stalled", "1 while a loaded model cannot serve a fresh request.", ("model",))
+        self.drafted = Counter(
+            "asgi_llm_speculative_drafted_tokens_total", "Tokens a model drafted to verify (speculative).", ("model",)
+        )
+        self.accepted = Counter(
+            "asgi_llm_speculative_accepted_tokens_total", "Drafted tokens the model's picks took.", ("model",)
+        )
 
     def observe(self, record: UsageRecord) -> None:
         """A usage sink."""
@@ -115,6 +121,8 @@ class Metrics:
                 self.stalls.total((model,), health.stalls)
                 self.restarts.total((model,), health.restarts)
                 self.stalled.set((model,), 1.0 if health.stalled else 0.0)
+                self.drafted.total((model,), health.drafted)
+                self.accepted.total((model,), health.accepted)
         families = (
             self.requests,
             self.errors,
@@ -131,6 +139,8 @@ class Metrics:
             self.stalls,
             self.restarts,
             self.stalled,
+            self.drafted,
+            self.accepted,
         )
         return "".join(line + "\n" for family in families for line in family.render())
 

@@ -63,6 +63,7 @@ OPENAI_SAMPLING: dict[str, Row] = {
     "min_p": Honoured(0.1),
     "repeat_penalty": Honoured(1.2),
     "grammar": Honoured('root ::= "yes" | "no"'),
+    "speculative": Honoured(False),
 }
 
 
@@ -161,6 +162,7 @@ TABLES = {
             "instructions": Honoured("Be brief."),
             "max_output_tokens": Honoured(16),
             "max_tool_calls": Honoured(1),
+            "speculative": Honoured(False),
             "metadata": Honoured({"k": "v"}),
             "parallel_tool_calls": Honoured(False),
             "previous_response_id": Honoured("resp_1"),
@@ -194,6 +196,7 @@ TABLES = {
             "temperature": Honoured(0.5),
             "top_k": Honoured(5),
             "top_p": Honoured(0.5),
+            "speculative": Honoured(False),
             "thinking": Honoured({"type": "disabled"}),
             "tools": Honoured([{"name": "f", "input_schema": {"type": "object"}}]),
             "tool_choice": Honoured({"type": "any"}, needs={"tools": [{"name": "f", "input_schema": {"type": "object"}}]}),
@@ -270,6 +273,7 @@ TABLES = {
             "presence_penalty": Honoured(0.5),
             "frequency_penalty": Honoured(0.5),
             "num_ctx": Honoured(4096),
+            "speculative": Honoured(False),
         },
     ),
 }

@@ -136,6 +136,8 @@ async def test_metrics_count_requests_tokens_errors_and_timings_by_model_protoco
         "asgi_llm_engine_stalls_total": "counter",
         "asgi_llm_engine_restarts_total": "counter",
         "asgi_llm_engine_stalled": "gauge",
+        "asgi_llm_speculative_drafted_tokens_total": "counter",
+        "asgi_llm_speculative_accepted_tokens_total": "counter",
     }
     assert ({"model": "fake"}, 0.0) in samples["asgi_llm_engine_faults_total"]
     requests = {tuple(sorted(ls.items())): v for ls, v in samples["asgi_llm_requests_total"]}
@@ -243,3 +245,15 @@ def test_engine_faults_stalls_and_restarts_are_counted_per_model() -> None:
     assert 'asgi_llm_engine_stalled{model="a"} 1' in text and 'asgi_llm_engine_stalled{model="b"} 0' in text
     health["a"] = EngineHealth(faults=3, stalls=1, restarts=1)
     assert 'asgi_llm_engine_stalled{model="a"} 0' in metrics.render()
+
+
+def test_drafted_and_accepted_tokens_are_counted_per_model() -> None:
+    from asgi_llm.core import EngineHealth
+    from asgi_llm.middleware.metrics import Metrics
+
+    health = {"a": EngineHealth(drafted=120, accepted=90), "b": EngineHealth()}
+    text = Metrics(engines=lambda: health.items()).render()
+    assert "# TYPE asgi_llm_speculative_drafted_tokens_total counter" in text
+    assert 'asgi_llm_speculative_drafted_tokens_total{model="a"} 120' in text
+    assert 'asgi_llm_speculative_accepted_tokens_total{model="a"} 90' in text
+    assert 'asgi_llm_speculative_accepted_tokens_total{model="b"} 0' in text

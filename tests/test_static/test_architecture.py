@@ -58,7 +58,11 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     # the llama.cpp engine's pure parts: scheduling and bookkeeping that never call the model
     "asgi_llm.engines.llamacpp.prompt_cache": (),
     "asgi_llm.engines.llamacpp.prompt_files": ("asgi_llm.engines.llamacpp.prompt_cache",),
-    "asgi_llm.engines.llamacpp.jobs": ("asgi_llm.core", "asgi_llm.engines.llamacpp.batching"),
+    "asgi_llm.engines.llamacpp.jobs": (
+        "asgi_llm.core",
+        "asgi_llm.engines.llamacpp.batching",
+        "asgi_llm.engines.llamacpp.lookup",
+    ),
     "asgi_llm.engines.llamacpp.cache_reading": (
         "asgi_llm.engines.llamacpp.jobs",
         "asgi_llm.engines.llamacpp.prompt_cache",
@@ -73,7 +77,10 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.engines.llamacpp.media_reading",
         "asgi_llm.engines.llamacpp.prompt_cache",
         "asgi_llm.engines.llamacpp.prompt_files",
+        "asgi_llm.engines.llamacpp.speculation",
     ),
+    "asgi_llm.engines.llamacpp.speculation": ("asgi_llm.engines.llamacpp.jobs",),
+    "asgi_llm.engines.llamacpp.lookup": (),
     "asgi_llm.engines.llamacpp.batch_plan": (
         "asgi_llm.engines.llamacpp.jobs",
         "asgi_llm.engines.llamacpp.prompt_cache",
@@ -426,7 +433,12 @@ def test_only_contrib_imports_host_frameworks() -> None:
 
 @pytest.mark.parametrize(
     ("package", "importers"),
-    [("starlette", {"asgi_llm.cli.serve"}), ("uvicorn", {"asgi_llm.cli.serve"}), ("uvloop", set()), ("httptools", set())],
+    [
+        ("starlette", {"asgi_llm.cli.serve"}),
+        ("uvicorn", {"asgi_llm.cli.serve"}),
+        ("uvloop", set()),
+        ("httptools", set()),
+    ],
 )
 def test_the_server_is_only_the_standalone_servers(package: str, importers: set[str]) -> None:
     """The `serve` extra, which a host mounting the app does not install, is `asgi-llm serve`'s

@@ -76,6 +76,7 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
             "batching": ("job", "job.ticket", "ticket", "leader", "follower"),
             "cache_reading": ("job", "follower", "target", "slot", "slot.job"),
             "media_reading": ("job",),
+            "speculation": ("job",),
             "lora": ("slot",),
             "reranking": ("ticket",),
             "runtime": ("ticket", "self.scheduler"),

@@ -116,6 +116,7 @@ class _Body(_Wire):
     stream: bool | None = None
     user: str | None = None
     max_tool_calls: Annotated[int, Field(ge=1)] | None = None
+    speculative: bool | None = None  # ours: false keeps the model from drafting (its `speculative` setting)
 
 
 class ResponsesBody(_Body):
@@ -167,6 +168,7 @@ def _parse(wire: _Body, model: str) -> Parsed[ChatRequest, ResponsesOptions]:
         logprobs=_LOGPROBS in include or bool(wire.top_logprobs),
         top_logprobs=wire.top_logprobs or 0,
         output_format=_output_format(wire.text.format if wire.text else None),
+        speculative=wire.speculative is not False,
     )
     request = ChatRequest(
         model=model,

@@ -25,14 +25,16 @@ Fed = list[tuple[Job, list[int], int | None]]  # each job fed, its tokens, and i
 
 
 def plan(active: list[Job], batch: int, chunk: int) -> tuple[list[BatchToken], Fed]:
-    """Every running choice's next token, then prompt chunks in arrival order while room is
-    left of `batch` tokens (at most `chunk` of them beside running choices); laid out by
-    sequence id."""
-    planned: list[tuple[Job, Slot, list[int], bool]] = []  # tokens, and whether the last wants logits
+    """Every running choice's next token (and its draft, each position with logits), then prompt
+    chunks in arrival order while room is left of `batch` tokens (at most `chunk` of them beside
+    running choices); laid out by sequence id. A job's row is its last token's."""
+    planned: list[tuple[Job, Slot, list[int], int]] = []  # tokens, and how many of the last want logits
     for job in active:
         if job.token is not None and job.slot is not None:
-            planned.append((job, job.slot, [job.token], True))
-    room = batch - len(planned)
+            tokens = [job.token, *job.draft]
+            planned.append((job, job.slot, tokens, len(tokens)))
+    used = sum(len(p[2]) for p in planned)
+    room = batch - used
     if planned:
         room = min(room, chunk)  # a long prompt must not stall the streams
     for job in active:
@@ -41,15 +43,15 @@ def plan(active: list[Job], batch: int, chunk: int) -> tuple[list[BatchToken], F
         if not job.pending or job.leader is not None or job.slot is None:
             continue
         tokens = job.pending[:room]
-        planned.append((job, job.slot, tokens, len(tokens) == len(job.pending)))
+        planned.append((job, job.slot, tokens, int(len(tokens) == len(job.pending))))
         room -= len(tokens)
     laid: list[BatchToken] = []
     fed: Fed = []
-    for job, slot, tokens, last in sorted(planned, key=lambda p: p[1].sequence):
-        start = len(slot.tokens)
+    for job, slot, tokens, outputs in sorted(planned, key=lambda p: p[1].sequence):
+        start, first_output = len(slot.tokens), len(tokens) - outputs
         for offset, token in enumerate(tokens):
-            laid.append(BatchToken(token, start + offset, slot.sequence, last and offset == len(tokens) - 1))
-        fed.append((job, tokens, len(laid) - 1 if last else None))
+            laid.append(BatchToken(token, start + offset, slot.sequence, offset >= first_output))
+        fed.append((job, tokens, len(laid) - 1 if outputs else None))
     return laid, fed
 
 

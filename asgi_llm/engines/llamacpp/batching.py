@@ -34,6 +34,7 @@ from .jobs import END, Backend, BatchToken, Gate, Job
 from .media_reading import read_media
 from .prompt_cache import PromptCache
 from .prompt_files import PromptFiles
+from .speculation import Drafting, unpick
 
 __all__ = ["END", "Scheduler", "SchedulerView", "Slot"]
 
@@ -75,8 +76,10 @@ class Scheduler:
         chunk: int,
         cache: PromptCache | None = None,
         files: PromptFiles | None = None,
+        drafting: Drafting | None = None,
     ) -> None:
         self._backend = backend
+        self.drafting = drafting
         self.cache = cache
         self.gate: Gate | None = None  # set where the model has LoRA adapters
         self.slots = [Slot(i) for i in range(slots)]
@@ -131,6 +134,8 @@ class Scheduler:
             self._end(job)
         admitted, read = self._admit(), read_media(self._active, self._backend, self._fail, self._chunk)
         self.moved = read or self.moved  # a piece of a prompt's images read is progress too
+        if self.drafting is not None:
+            self.drafting.propose(self._active, self._batch)
         batch, fed = plan(self._active, self._batch, self._chunk)
         if batch:
             self._decode(batch, fed)
@@ -238,20 +243,25 @@ class Scheduler:
                 if not job.pending:
                     self._reader.prompt_read(job)
             if row is not None:
-                job.logits = row
+                job.logits = row - len(job.draft)  # a draft's rows follow its next token's
                 ready.append(job)
         tops = self._tops(ready)
         for job in ready:
             if job.slot is not None:
                 self._share(job, tops)
-                self._advance(job, tops.get(job.logits))
+                self._advance(job, tops)
 
     def _tops(self, ready: list[Job]) -> dict[int, int]:
         """The top token of each row whose choice (or a follower sampling from it) picks plain
         greedy next, all picked in one pass: batch row -> token. Where that fails, none: each
         choice then picks its own, as any other does."""
         try:
-            rows = [job.logits for job in ready if job.choice.greedy or any(f.choice.greedy for f in job.followers)]
+            rows = [
+                row
+                for job in ready
+                if job.choice.greedy or any(f.choice.greedy for f in job.followers)
+                for row in range(job.logits, job.logits + len(job.draft) + 1)
+            ]
             return dict(zip(rows, self._backend.top(rows), strict=True)) if rows else {}
         except Exception as exc:  # the choices pick one by one instead
             log.error("the step's greedy picks failed: %r", exc, exc_info=exc)
@@ -267,24 +277,42 @@ class Scheduler:
             except Exception as exc:  # noqa: BLE001 (one fault, one request: it ends this job only)
                 self._fail(job, exc, "copying its prompt's reading")
                 continue
-            self._advance(job, tops.get(job.logits))
+            self._advance(job, tops)
 
-    def _advance(self, job: Job, top: int | None) -> None:
+    def _advance(self, job: Job, tops: dict[int, int]) -> None:
+        """The choice picks at its row, and on at each drafted position while it picks what was
+        drafted there; the drafted tokens it did not pick leave the cache (speculation.py)."""
         ticket = job.ticket
         if ticket.cancelled:
             self._end(job)
             return
+        draft, job.draft = job.draft, []
+        taken, token = 0, None
         try:
             if not job.begun:
                 job.begun = True
                 _send(job, job.choice.begin(job.cached))
-            turn = job.choice.step(job.logits, top)
-            _send(job, turn.events)
+            while True:
+                turn = job.choice.step(job.logits, tops.get(job.logits))
+                _send(job, turn.events)
+                token = turn.token
+                if token is None or ticket.cancelled:
+                    break
+                if job.lookup is not None:
+                    job.lookup.extend((token,))
+                if taken == len(draft) or token != draft[taken]:
+                    break
+                taken, job.logits = taken + 1, job.logits + 1
         except Exception as exc:  # noqa: BLE001 (one fault, one request: it ends this job only)
-            self._fail(job, exc, "generating its output", keep_cache=True)
+            self._fail(job, exc, "generating its output", keep_cache=unpick(self._backend, job, len(draft) - taken))
             return
-        job.token = turn.token
-        if turn.token is None or ticket.cancelled:
+        if self.drafting is not None:
+            self.drafting.settle(job, len(draft), taken)
+        if not unpick(self._backend, job, len(draft) - taken):
+            self._fail(job, RuntimeError("a draft's cells could not be dropped"), "dropping a draft")
+            return
+        job.token = token
+        if token is None or ticket.cancelled:
             self._end(job)
 
     # -- faults --------------------------------------------------------------------

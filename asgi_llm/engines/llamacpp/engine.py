@@ -98,7 +98,15 @@ class LlamaCppEngine(Embedder, Reranker, TokenizerOwner, LoraOwner, ImageReader)
         if runtime is None:
             return EngineHealth(stalled=stalled, stalls=stalls)
         faults = runtime.faults + runtime.scheduler.view.faults
-        return EngineHealth(stalled=stalled or runtime.failed, faults=faults, stalls=stalls, restarts=runtime.restarts)
+        drafting = runtime.drafting
+        return EngineHealth(
+            stalled=stalled or runtime.failed,
+            faults=faults,
+            stalls=stalls,
+            restarts=runtime.restarts,
+            drafted=drafting.drafted if drafting is not None else 0,
+            accepted=drafting.accepted if drafting is not None else 0,
+        )
 
     def describe(self) -> dict[str, Any]:
         runtime = self.runtime

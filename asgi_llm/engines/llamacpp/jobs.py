@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ...core.events import EngineEvent, GenerationEvent
+from .lookup import PromptLookup
 
 if TYPE_CHECKING:
     from .batching import Slot
@@ -180,6 +181,9 @@ class Job:
     followers: list[Job] = field(default_factory=list)
     setting: tuple[float, ...] = ()  # its LoRA adapters' scales: jobs of one decode share them
     media: Media | None = None  # its prompt's images, read before the batch reads the rest
+    lookup: PromptLookup | None = None  # its prompt and output so far, where it drafts (speculation.py)
+    draft: list[int] = field(default_factory=list)  # tokens decoded after `token` this step, to verify
+    reach: int = 0  # the most tokens it drafts next (speculation.py adapts it)
 
 
 class Gate(Protocol):

@@ -17,7 +17,7 @@ from typing import Any
 from ...config import ModelConfig
 from ...core.errors import InvalidRequest, ModelNotReady, Unsupported
 from ...core.events import EmbeddingResult, TokenLogprob
-from ...core.requests import ChatRequest, EmbeddingRequest, GenerationRequest, ImageInput
+from ...core.requests import ChatRequest, EmbeddingRequest, GenerationRequest, ImageInput, SamplingParams
 from ..decoding.constraints import Constraint, LazyCalls
 from ..decoding.tool_detect import MARKERS
 from ..memory_estimate import MemoryEstimate, prompt_cache_bytes
@@ -26,6 +26,7 @@ from .buffers import measured_memory
 from .choice import Output, Tally, TokenChoice
 from .embedding import Embedder
 from .jobs import BatchToken, Job, Ticket
+from .lookup import PromptLookup
 from .lora import AdapterDefaults, AdapterGate, LoadedAdapters, Setting
 from .native import Decoder, Model, backend_info, llama_log_lines, new_context, new_single_context
 from .projector import MediaPrompt, Projector
@@ -34,6 +35,7 @@ from .prompt_files import PromptFiles, fingerprint
 from .prompts import THINK, Prompts
 from .reranking import Reranker
 from .sampling import Sampling, accepted_grammar, logprob
+from .speculation import Drafting, SpeculationRules
 from .threads import GovernedThreads
 
 __all__ = ["Runtime"]
@@ -56,6 +58,7 @@ class Runtime:
         self.restarts = 0
         self.faults = 0  # of schedulers before the last restart
         self.failed: str | None = None  # why it could not load again after a restart
+        self.drafting: Drafting | None = None  # kept across restarts in place, with its tally
         self._load()
 
     def _load(self) -> None:
@@ -80,6 +83,9 @@ class Runtime:
                 raise
         self.cache = PromptCache(prompt_cache_bytes(cfg)) if cfg.prompt_cache_mib else None
         self.files = _prompt_files(cfg, self.decoder.per_sequence) if cfg.prompt_cache_dir else None
+        if self.drafting is None and cfg.speculative == "ngram":
+            rules = SpeculationRules(cfg.speculative_draft, cfg.speculative_ngram, 2, cfg.speculative_step_tokens)
+            self.drafting = Drafting(rules, self.decoder.per_sequence)
         self.scheduler = Scheduler(
             self.decoder,
             slots=cfg.parallel,
@@ -87,6 +93,7 @@ class Runtime:
             chunk=cfg.prefill_chunk,
             cache=self.cache,
             files=self.files,
+            drafting=self.drafting,
         )
         if (adapters := self.adapters) is not None:
             self.scheduler.gate = AdapterGate(
@@ -178,7 +185,8 @@ class Runtime:
             group = object()
             for j in range(request.n):
                 choice = make(tokens, p * request.n + j, echo, j == 0)
-                jobs.append(Job(ticket, tokens, choice, group=group, setting=setting, media=media))
+                lookup = _lookup(self.drafting, tokens, request.sampling)
+                jobs.append(Job(ticket, tokens, choice, group=group, setting=setting, media=media, lookup=lookup))
         ticket.open = len(jobs)
         return self.scheduler.submit(jobs)
 
@@ -328,7 +336,16 @@ class Runtime:
             described["prompt_files"] = self.files.stats()
         if self.projector is not None:
             described["projector"] = {"images": self.projector.images, "encodes": self.projector.encodes}
+        if self.drafting is not None:
+            described["speculative"] = self.drafting.describe()
         return described
+
+
+def _lookup(drafting: Drafting | None, tokens: list[int], sampling: SamplingParams) -> PromptLookup | None:
+    """Where the model drafts and the request lets it: the index its choice drafts from."""
+    if drafting is None or not sampling.speculative:
+        return None
+    return PromptLookup(tokens, longest=drafting.rules.longest, shortest=drafting.rules.shortest)
 
 
 def _prompt_files(cfg: ModelConfig, per_sequence: int) -> PromptFiles:
@@ -376,13 +393,4 @@ def _file_identity(path: str | None) -> str | None:
 
 
 def _plus(a: MemoryEstimate | None, b: MemoryEstimate | None) -> MemoryEstimate | None:
-    if a is None or b is None:
-        return a or b
-    devices = max(len(a.gpu), len(b.gpu))
-    return MemoryEstimate(
-        weights=a.weights + b.weights,
-        kv_cache=a.kv_cache + b.kv_cache,
-        compute=a.compute + b.compute,
-        gpu=tuple(a.on_gpu(i) + b.on_gpu(i) for i in range(devices)),
-        prompt_cache=a.prompt_cache + b.prompt_cache,
-    )
+    return a + b if a is not None and b is not None else a or b

@@ -1,0 +1,61 @@
+"""Prompt lookup: draft a sequence's next tokens from its own past (the prompt and the output so
+far), for the scheduler to verify in the same batched decode as the rest of a step.
+
+Where a reply repeats what it has seen (an edit of code it was given, a quote, a JSON key it
+wrote before), the tokens that followed the last occurrence of its latest few tokens are a
+cheap and often right guess. The index grows by one entry per size per token taken, so a
+draft costs the same at any context length: no rescans of the history.
+
+Pure: token ids in, token ids out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+__all__ = ["PromptLookup"]
+
+
+class PromptLookup:
+    """The last place each n-gram of the history ended, for every size from `longest` down to
+    `shortest`: a draft follows the longest n-gram that ends the history and occurred before."""
+
+    def __init__(self, history: Iterable[int] = (), *, longest: int = 4, shortest: int = 2) -> None:
+        if not 1 <= shortest <= longest:
+            raise ValueError("n-gram sizes must satisfy 1 <= shortest <= longest")
+        self._sizes = range(longest, shortest - 1, -1)
+        self._tokens: list[int] = []
+        self._ends: dict[tuple[int, ...], int] = {}  # n-gram -> the index just after its latest earlier occurrence
+        self.extend(history)
+
+    def __len__(self) -> int:
+        return len(self._tokens)
+
+    def extend(self, tokens: Iterable[int]) -> None:
+        """Tokens the sequence took, in order (the accepted ones only: drafts are never added)."""
+        for token in tokens:
+            self._index_ending_here()
+            self._tokens.append(token)
+
+    def draft(self, most: int) -> list[int]:
+        """Up to `most` tokens that followed the latest earlier occurrence of the history's
+        longest possible ending n-gram; none where no ending n-gram occurred before."""
+        if most <= 0:
+            return []
+        tokens = self._tokens
+        for size in self._sizes:
+            if size > len(tokens):
+                continue
+            start = self._ends.get(tuple(tokens[-size:]))
+            if start is not None:
+                return tokens[start : start + most]
+        return []
+
+    def _index_ending_here(self) -> None:
+        """Before a token is appended: record that each n-gram ending the history so far is
+        followed from here on. Done one token late, so the n-gram ending the whole history
+        points to its previous occurrence, not to itself."""
+        tokens, end = self._tokens, len(self._tokens)
+        for size in self._sizes:
+            if size <= end:
+                self._ends[tuple(tokens[end - size :])] = end

@@ -1,0 +1,85 @@
+"""Speculative decoding (prompt lookup) with the packaged model: greedy output is the same token
+for token as without it, over generated prompts and lengths, and where a reply repeats its
+prompt most drafted tokens are taken, several a decode."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from asgi_llm import ModelConfig
+from asgi_llm.core import ChatRequest, CompletionRequest, Finish, GenerationRequest, Message, SamplingParams, TextDelta
+from asgi_llm.engines.llamacpp import LlamaCppEngine
+
+from .local_engine import local_engine
+
+pytestmark = [pytest.mark.anyio, pytest.mark.model]
+
+WEEK = "monday tuesday wednesday thursday friday saturday sunday\n"
+WORDS = ["the", "river", "stone", "light", "code", "value", "items", "price", "count", "green", "over", "and"]
+
+
+async def reply(
+    engine: LlamaCppEngine, text: str, tokens: int, *, speculative: bool = True, chat: bool = True
+) -> tuple[str, str, int]:
+    params = SamplingParams(max_tokens=tokens, temperature=0, speculative=speculative)
+    request: GenerationRequest = (
+        ChatRequest(model="m", messages=(Message("user", text),), sampling=params)
+        if chat
+        else CompletionRequest(model="m", prompts=(text,), sampling=params)
+    )
+    written, finish = "", None
+    async for event in engine.generate(request):
+        if isinstance(event, TextDelta):
+            written += event.text
+        elif isinstance(event, Finish):
+            finish = event
+    assert finish is not None
+    return written, finish.reason, finish.usage.completion_tokens
+
+
+@pytest.fixture(scope="module")
+async def pair() -> AsyncIterator[tuple[LlamaCppEngine, LlamaCppEngine]]:
+    async with (
+        local_engine(ModelConfig(parallel=2)) as plain,
+        local_engine(ModelConfig(parallel=2, speculative="ngram")) as drafting,
+    ):
+        yield plain, drafting
+
+
+async def test_a_reply_that_repeats_its_prompt_takes_drafts_and_writes_the_same(
+    pair: tuple[LlamaCppEngine, LlamaCppEngine],
+) -> None:
+    """A completion of a repeating list: the model goes on repeating it, as drafted."""
+    plain, drafting = pair
+    prompt = WEEK * 2 + "monday tuesday"
+    tally = drafting.runtime.drafting if drafting.runtime is not None else None
+    assert tally is not None
+    before = tally.drafted, tally.accepted
+    written = await reply(drafting, prompt, 64, chat=False)
+    assert written == await reply(plain, prompt, 64, chat=False)
+    assert written[0].startswith(" wednesday thursday")
+    drafted, accepted = tally.drafted - before[0], tally.accepted - before[1]
+    assert 48 < accepted <= drafted  # most of the 64 tokens came several a decode
+    again = tally.drafted
+    assert await reply(drafting, prompt, 64, chat=False, speculative=False) == written
+    assert tally.drafted == again  # the request opted out
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(
+    words=st.lists(st.sampled_from(WORDS), min_size=3, max_size=30),
+    repeat=st.booleans(),
+    tokens=st.integers(1, 48),
+)
+async def test_greedy_output_is_the_same_with_drafts_as_without(
+    pair: tuple[LlamaCppEngine, LlamaCppEngine], words: list[str], repeat: bool, tokens: int
+) -> None:
+    text = " ".join(words)
+    ask = f"Copy this line twice: {text}" if repeat else text
+    assert await reply(pair[1], ask, tokens) == await reply(pair[0], ask, tokens)

@@ -1,0 +1,148 @@
+"""Speculative decoding in the scheduler: drafts are decoded beside the next token, the choice
+picks at each drafted position in turn, and the cells it did not pick leave the cache.
+
+The choices here pick by a rule of the sequence's cache up to their row, as a model does: so
+the output is the same with drafts as without, whatever is drafted, and a draft is right only
+where the rule repeats what the sequence holds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from asgi_llm.core import Finish, TextDelta, Usage
+from asgi_llm.core.events import EngineEvent, GenerationEvent
+from asgi_llm.engines.llamacpp.batching import Scheduler
+from asgi_llm.engines.llamacpp.jobs import Job, Turn
+from asgi_llm.engines.llamacpp.lookup import PromptLookup
+from asgi_llm.engines.llamacpp.speculation import Drafting, SpeculationRules
+
+from .sequence_model import Model, Request
+
+Rule = Callable[[list[int]], int]
+
+
+class Oracle:
+    """Picks `rule(what its sequence holds up to the row)`: `tokens` of them, or up to `stop`."""
+
+    greedy = False
+
+    def __init__(self, model: Model, rule: Rule, tokens: int, stop: int | None = None) -> None:
+        self.model, self.rule, self.tokens, self.stop = model, rule, tokens, stop
+        self.out: list[int] = []
+
+    def begin(self, cached: int) -> Sequence[EngineEvent]:
+        return ()
+
+    def step(self, row: int, top: int | None = None) -> Turn:
+        entry = self.model.last[row]
+        assert entry.logits, "a row without logits"
+        held = self.model.cells[entry.sequence][: entry.position + 1]
+        token = self.rule(held)
+        self.out.append(token)
+        events: list[GenerationEvent] = [TextDelta(str(token))]
+        if len(self.out) >= self.tokens or token == self.stop:
+            return Turn([*events, Finish("stop", Usage(0, len(self.out), 0))], None)
+        return Turn(events, token)
+
+    def close(self) -> None:
+        pass
+
+
+def cyclic(period: int) -> Rule:
+    """Repeats the sequence's first `period` tokens: drafts from the prompt are right."""
+    return lambda held: held[len(held) % period]
+
+
+def hashed(held: list[int]) -> int:
+    """A token from the last three: repeats only where they do."""
+    return hash(tuple(held[-3:])) % 7
+
+
+def run(prompts: list[list[int]], rule: Rule, tokens: int, rules: SpeculationRules | None) -> tuple[list[list[int]], int, Drafting | None]:
+    """Every prompt's output, the decodes it took, and the drafting's tally."""
+    model = Model(len(prompts))
+    drafting = Drafting(rules, capacity=256) if rules is not None else None
+    scheduler = Scheduler(model, slots=len(prompts), batch=64, chunk=16, drafting=drafting)
+    choices = [Oracle(model, rule, tokens) for _ in prompts]
+    jobs = [
+        Job(Request(1).ticket, list(prompt), choice, lookup=PromptLookup(prompt) if rules else None)
+        for prompt, choice in zip(prompts, choices, strict=True)
+    ]
+    scheduler.submit(jobs)
+    decodes = 0
+    while scheduler.active:
+        assert scheduler.step()
+        decodes += 1
+        for slot in scheduler.slots:  # the books: what the cache holds is what the slot says
+            assert model.holds(slot.sequence) == slot.tokens
+        assert all(not job.draft for job in jobs), "a draft outlived its step"
+        assert not scheduler.violations()
+    return [c.out for c in choices], decodes, drafting
+
+
+def test_a_reply_that_repeats_its_prompt_takes_several_tokens_a_decode() -> None:
+    prompt = [5, 6, 7, 8, 9, 10, 11, 12]
+    plain, plain_decodes, _ = run([prompt], cyclic(len(prompt)), 40, None)
+    drafted, decodes, drafting = run([prompt], cyclic(len(prompt)), 40, SpeculationRules(draft=8))
+    assert drafted == plain
+    assert drafting is not None and drafting.accepted > 30 and drafting.accepted <= drafting.drafted
+    assert decodes * 3 < plain_decodes  # one decode for the prompt, then up to 9 tokens each
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    prompts=st.lists(st.lists(st.integers(0, 6), min_size=1, max_size=20), min_size=1, max_size=4),
+    tokens=st.integers(1, 30),
+    draft=st.integers(1, 8),
+    step_tokens=st.integers(1, 24),
+)
+def test_output_is_the_same_with_drafts_and_the_cache_holds_only_what_was_picked(
+    prompts: list[list[int]], tokens: int, draft: int, step_tokens: int
+) -> None:
+    plain, _, _ = run(prompts, hashed, tokens, None)
+    rules = SpeculationRules(draft=draft, longest=3, shortest=1, step_tokens=step_tokens)
+    drafted, _, drafting = run(prompts, hashed, tokens, rules)
+    assert drafted == plain
+    assert drafting is not None and drafting.accepted <= drafting.drafted
+
+
+def test_drafting_steps_back_when_the_running_sequences_fill_the_step() -> None:
+    prompts = [[1, 2, 3, 1, 2, 3, 1, 2]] * 4
+    _, _, drafting = run(prompts, cyclic(3), 20, SpeculationRules(step_tokens=4))
+    assert drafting is not None and drafting.drafted == 0  # four running sequences fill four tokens
+    _, _, roomy = run(prompts, cyclic(3), 20, SpeculationRules(step_tokens=12))
+    assert roomy is not None and roomy.drafted > 0
+
+
+def test_a_miss_shrinks_the_reach_and_whole_drafts_grow_it() -> None:
+    drafting = Drafting(SpeculationRules(draft=8), capacity=100)
+    job = Job(Request(1).ticket, [1], Oracle(Model(1), hashed, 1))
+    drafting.settle(job, 8, 2)
+    assert job.reach == 3
+    drafting.settle(job, 3, 3)
+    assert job.reach == 6
+    drafting.settle(job, 6, 6)
+    assert job.reach == 8
+    drafting.settle(job, 0, 0)
+    assert job.reach == 8 and drafting.accepted == 11
+
+
+@pytest.mark.parametrize("stop_at", [1, 3])
+def test_a_choice_that_ends_inside_a_draft_leaves_none_of_the_rest_cached(stop_at: int) -> None:
+    prompt = [4, 5, 6, 7, 4, 5, 6, 7]
+    model = Model(1)
+    scheduler = Scheduler(model, slots=1, batch=64, chunk=16, drafting=Drafting(SpeculationRules(), capacity=64))
+    stop = prompt[(len(prompt) + stop_at) % 4]
+    choice = Oracle(model, cyclic(4), 50, stop=stop)
+    request = Request(1)
+    scheduler.submit([Job(request.ticket, prompt, choice, lookup=PromptLookup(prompt))])
+    while scheduler.active:
+        scheduler.step()
+    assert choice.out == [prompt[(len(prompt) + i) % 4] for i in range(len(choice.out))]
+    assert choice.out[-1] == stop
+    slot = scheduler.slots[0]
+    assert model.holds(0) == slot.tokens == prompt + choice.out[:-1]  # the last pick is never decoded
