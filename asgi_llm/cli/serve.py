@@ -74,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--prompt-cache-dir", metavar="DIR", help="save prompts that took long to read here, for after a restart"
     )
     gpu.add_argument(
+        "--speculative", choices=["off", "ngram"], help="draft tokens from each prompt and output (ngram: prompt lookup)"
+    )
+    gpu.add_argument(
         "--flash-attn",
         nargs="?",
         const="on",
@@ -93,6 +96,7 @@ _MODEL_OPTIONS = (
     "split_mode",
     "flash_attn",
     "prompt_cache_dir",
+    "speculative",
 )
 
 
