@@ -1,0 +1,262 @@
+"""Speculative decoding, ours beside llama.cpp's `llama-server` (same vendored build, same model,
+threads and positions), on the workloads where drafts from the prompt pay and on those where
+they must not cost.
+
+    .venv/bin/python benchmarks/speculative.py [--threads T] [--tokens N] [--rounds R]
+        [--modes ngram-simple,ngram-mod,ngram-map-k] [--cache DIR] [--model GGUF]
+
+Servers: `asgi-llm serve` with `--speculative off` and `ngram`; llama-server with no
+speculation and with each `--spec-type` of `--modes` (its n-gram modes; the best per workload is
+its figure). Each serves 4 sequences of 2048 positions.
+
+Workloads, each a greedy streamed chat completion of up to N tokens (end tokens allowed: both
+servers write the same text, checked):
+- `code edit`: the prompt holds a ~300-token function; the reply rewrites it with one change;
+- `quote`: a long passage, and the request to quote one paragraph of it;
+- `free chat`: a story, nothing to copy;
+- `structured`: the 6-property schema of constrained_decoding.py as `response_format`
+  (json_schema), over HTTP on both servers;
+- `free chat x4`: four clients at once (aggregate tokens/s).
+The figure is decode tokens/s: (tokens - 1) / (last chunk - first chunk), the median over
+rounds (one client), or all tokens over the wall time (four clients). Acceptance: ours from
+`/metrics` (accepted / drafted over the workload), llama-server's from the `timings` of its
+last chunk (`draft_n_accepted` / `draft_n`), where it reports them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import re
+import statistics
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+import httpx
+from _server import ChildServer, asgi_llm_serve
+from anchors import build
+
+MODEL_ID = "bench"
+N_CTX = 2048
+PARALLEL = 4
+
+FUNCTION = '''def summarize_orders(orders, currency="EUR", include_tax=True):
+    """Totals per customer, with the largest order of each."""
+    totals = {}
+    largest = {}
+    for order in orders:
+        customer = order["customer"]
+        amount = order["amount"]
+        if include_tax:
+            amount = amount * (1 + order.get("tax_rate", 0.2))
+        if order.get("currency", currency) != currency:
+            amount = convert(amount, order["currency"], currency)
+        totals[customer] = totals.get(customer, 0) + amount
+        if customer not in largest or amount > largest[customer]["amount"]:
+            largest[customer] = {"id": order["id"], "amount": amount}
+    report = []
+    for customer, total in sorted(totals.items(), key=lambda item: -item[1]):
+        report.append({
+            "customer": customer,
+            "total": round(total, 2),
+            "largest_order": largest[customer]["id"],
+            "currency": currency,
+        })
+    return report
+'''
+PASSAGE = (
+    "The lighthouse stood on a rock a mile from the shore, and for forty years the same family kept its lamp. "
+    "Every evening the keeper climbed the one hundred and twelve steps, trimmed the wick and wound the clockwork "
+    "that turned the lens.\n\n"
+    "In the winter of the great storm the supply boat could not reach the rock for six weeks. The keeper's "
+    "daughter rationed the oil by the spoonful, and the light never failed, though the waves broke over the "
+    "gallery and the glass of the lantern cracked twice.\n\n"
+    "When the electric lamp came, the family stayed on as caretakers. The old lens was taken to the museum in "
+    "the town, where it still turns every evening at dusk, for the children who come to watch it."
+)
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "age": {"type": "integer"},
+        "city": {"type": "string"},
+        "occupation": {"type": "string"},
+        "hobbies": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["name", "age", "city", "occupation", "hobbies"],
+}
+WORKLOADS: dict[str, dict[str, Any]] = {
+    "code edit": {
+        "messages": [
+            {
+                "role": "user",
+                "content": "Rename the parameter `include_tax` to `with_tax` in this function. Reply with the whole "
+                f"function and nothing else.\n\n```python\n{FUNCTION}```",
+            }
+        ]
+    },
+    "quote": {
+        "messages": [
+            {
+                "role": "user",
+                "content": f"{PASSAGE}\n\nQuote the second paragraph of the text above exactly, word for word.",
+            }
+        ]
+    },
+    "free chat": {"messages": [{"role": "user", "content": "Write a short story about a robot who learns to paint."}]},
+    "structured": {
+        "messages": [
+            {
+                "role": "user",
+                "content": "Describe a fictional person as a JSON object with the fields name, age, city, occupation "
+                "and hobbies (a list of strings). Reply with the JSON object only.",
+            }
+        ],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "person", "schema": SCHEMA}},
+    },
+}
+
+
+def ours(model: str, threads: int, speculative: str) -> ChildServer:
+    options = ["--model", model, "--model-id", MODEL_ID, "--threads", str(threads), "--n-ctx", str(N_CTX)]
+    options += ["--parallel", str(PARALLEL), "--flash-attn", "on", "--no-web-ui", "--speculative", speculative]
+    return ChildServer("", {}, command=asgi_llm_serve(*options))
+
+
+def theirs(binary: Path, model: str, threads: int, mode: str) -> ChildServer:
+    def command(port: int) -> list[str]:
+        line = [str(binary), "-m", model, "--alias", MODEL_ID, "--host", "127.0.0.1", "--port", str(port)]
+        line += ["-t", str(threads), "-tb", str(threads), "-c", str(N_CTX * PARALLEL), "-np", str(PARALLEL)]
+        line += ["--no-kv-unified", "-fa", "on", "--no-webui", "--jinja"]
+        return line + (["--spec-type", mode] if mode != "none" else [])
+
+    return ChildServer("", {}, health="/health", command=command)
+
+
+async def one(client: httpx.AsyncClient, workload: str, tokens: int) -> tuple[int, float, str, dict[str, Any]]:
+    """Tokens, decode tokens/s, the text, and the last chunk's `timings` (llama-server's)."""
+    body = {**WORKLOADS[workload], "model": MODEL_ID, "max_tokens": tokens, "temperature": 0, "stream": True}
+    body["stream_options"] = {"include_usage": True}
+    times: list[float] = []
+    text: list[str] = []
+    usage, timings = 0, {}
+    async with client.stream("POST", "/v1/chat/completions", json=body) as response:
+        response.raise_for_status()
+        async for line in response.aiter_lines():
+            if not line.startswith("data: {"):
+                continue
+            chunk = json.loads(line[6:])
+            timings = chunk.get("timings") or timings
+            if chunk.get("usage"):
+                usage = chunk["usage"]["completion_tokens"]
+            piece = ((chunk.get("choices") or [{}])[0].get("delta") or {}).get("content")
+            if piece:
+                times.append(time.perf_counter())
+                text.append(piece)
+    span = times[-1] - times[0] if len(times) > 1 else 0.0
+    return usage, (usage - 1) / span if span > 0 else float("nan"), "".join(text), timings
+
+
+async def tally(client: httpx.AsyncClient) -> tuple[float, float]:
+    """Ours: drafted and accepted tokens so far, from /metrics."""
+    text = (await client.get("/metrics")).text
+    found = {
+        name: float(value)
+        for name, value in re.findall(
+            r"^asgi_llm_speculative_(drafted|accepted)_tokens_total\{[^}]*\} (\S+)$", text, re.MULTILINE
+        )
+    }
+    return found.get("drafted", 0.0), found.get("accepted", 0.0)
+
+
+async def workload_figures(
+    url: str, workload: str, tokens: int, rounds: int, clients: int, is_ours: bool
+) -> tuple[float, float | None, str]:
+    """tokens/s, the acceptance rate (None where unknown), and the text of the last reply."""
+    async with httpx.AsyncClient(base_url=url, timeout=600) as client:
+        await one(client, workload, tokens)  # warm-up: the prompt is cached alike on both sides after it
+        before = await tally(client) if is_ours else (0.0, 0.0)
+        rates, text, drafted, accepted = [], "", 0.0, 0.0
+        for _ in range(rounds):
+            if clients == 1:
+                _, rate, text, timings = await one(client, workload, tokens)
+                rates.append(rate)
+                drafted += timings.get("draft_n", 0)
+                accepted += timings.get("draft_n_accepted", 0)
+            else:
+                started = time.perf_counter()
+                results = await asyncio.gather(*(one(client, workload, tokens) for _ in range(clients)))
+                rates.append(sum(r[0] for r in results) / (time.perf_counter() - started))
+                text = results[-1][2]
+        if is_ours:
+            after = await tally(client)
+            drafted, accepted = after[0] - before[0], after[1] - before[1]
+    return statistics.median(rates), (accepted / drafted if drafted else None), text
+
+
+def run_server(
+    make: Callable[[], AbstractContextManager[ChildServer]], tokens: int, rounds: int, is_ours: bool
+) -> dict[str, tuple[float, float | None, str]]:
+    figures: dict[str, tuple[float, float | None, str]] = {}
+    plan = [(workload, workload, 1) for workload in WORKLOADS] + [("free chat x4", "free chat", 4)]
+    for name, workload, clients in plan:  # a server of its own each: a crash costs one figure
+        try:
+            with make() as server:
+                figures[name] = asyncio.run(workload_figures(server.url, workload, tokens, rounds, clients, is_ours))
+        except (httpx.HTTPError, RuntimeError) as exc:
+            print(f"{name}: failed: {exc!r}")
+            figures[name] = (float("nan"), None, "")
+    return figures
+
+
+def _finite(rate: float) -> float:
+    return rate if math.isfinite(rate) else -1.0  # NaN (a failed run) never wins
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--tokens", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--modes", default="ngram-simple,ngram-mod,ngram-map-k")
+    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "asgi_llm_bench")
+    parser.add_argument("--model", default=None)
+    args = parser.parse_args()
+    from asgi_llm.config import default_model_path
+
+    model = args.model or default_model_path()
+    server_bin, _ = build(args.cache)
+    runs: dict[str, dict[str, tuple[float, float | None, str]]] = {}
+    for mode in ("off", "ngram"):
+        runs[f"ours {mode}"] = run_server(lambda m=mode: ours(model, args.threads, m), args.tokens, args.rounds, True)
+    for mode in ("none", *args.modes.split(",")):
+        runs[f"llama-server {mode}"] = run_server(
+            lambda m=mode: theirs(server_bin, model, args.threads, m), args.tokens, args.rounds, False
+        )
+    print(f"\n{args.threads} threads, {args.tokens} tokens, median of {args.rounds}; tokens/s (acceptance)\n")
+    names = list(runs)
+    print("| workload | " + " | ".join(names) + " | ours ngram / ours off | ours ngram / best llama-server |")
+    print("|---|" + "---|" * (len(names) + 2))
+    for workload in runs["ours off"]:
+        cells = []
+        for name in names:
+            rate, accepted, _ = runs[name][workload]
+            cells.append(f"{rate:.1f}" + (f" ({accepted:.0%})" if accepted is not None else ""))
+        best = max((runs[name][workload][0] for name in names if name.startswith("llama-server")), key=_finite)
+        ratio_self = runs["ours ngram"][workload][0] / runs["ours off"][workload][0]
+        ratio_them = runs["ours ngram"][workload][0] / best
+        print(f"| {workload} | " + " | ".join(cells) + f" | {ratio_self:.2f}× | {ratio_them:.2f}× |")
+    for workload in runs["ours off"]:
+        texts = {name: runs[name][workload][2] for name in names}
+        if len(set(texts.values())) > 1 and not workload.endswith("x4"):
+            differing = [name for name in names if texts[name] != texts["ours off"]]
+            print(f"note: {workload}: the text differs from ours off for {', '.join(differing)}")
+
+
+if __name__ == "__main__":
+    main()
