@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .gbnf import Grammar
+from .gbnf import CharSet, Element, Grammar
 
 __all__ = ["MAX_NESTING", "Position"]
 
@@ -81,6 +81,25 @@ class Position:
             parts.append(self.grammar.tail(frame.rule, frame.alt, frame.pos + pos))
             frame, pos = frame.best, 1
         return "".join(parts)
+
+    def forced(self, most: int = 64) -> str:
+        """The longest text, up to `most` characters, that every continuation from here begins
+        with: '' where the text may end here or more than one character may come next (a JSON
+        key's rest, a `const`, a closing quote where no space is allowed before what follows)."""
+        position, text = self, ""
+        while len(text) < most and (ch := position._only()) is not None:
+            text += ch
+            position = position.advance(ch)
+        return text
+
+    def _only(self) -> str | None:
+        """The one character that may come next, where only one may and the text may not end here."""
+        if self._complete or not self._tops:
+            return None
+        rules = self.grammar.rules
+        chars = {_single(rules[top.rule][top.alt][top.pos]) for top in self._tops}
+        only = chars.pop() if len(chars) == 1 else None
+        return chr(only) if only is not None else None
 
     def advance(self, text: Iterable[str]) -> Position:
         tops, complete = self._tops, self._complete
@@ -150,6 +169,14 @@ class _Level:
 
 
 _Work = tuple[str, int, int, Iterable[_Frame | None]]
+
+
+def _single(step: Element) -> int | None:
+    """The code point of a step that allows one character only; None for any other step."""
+    if not isinstance(step, CharSet) or step.negated or any(lo != hi for lo, hi in step.ranges):
+        return None
+    points = {lo for lo, _ in step.ranges}
+    return points.pop() if len(points) == 1 else None
 
 
 def _below(grammar: Grammar, top: _Frame) -> int:

@@ -1,0 +1,72 @@
+"""`Position.forced`: the text every continuation of an output must begin with, over the grammars
+our JSON schemas compile to (what speculative decoding drafts ahead of the model: speculation.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from asgi_llm.engines.decoding.gbnf import parse
+from asgi_llm.engines.decoding.recognizer import Position
+
+from .closing_harness import grammar_of
+
+PERSON: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "age": {"type": "integer"},
+        "kind": {"const": "person"},
+        "planet": {"enum": ["earth"]},
+        "fruit": {"enum": ["apple", "apricot"]},
+    },
+    "required": ["name", "age", "kind", "planet", "fruit"],
+}
+
+
+def forced(text: str, schema: dict[str, Any] = PERSON, most: int = 64) -> str:
+    position = Position(grammar_of(schema)).advance(text)
+    assert not position.dead, text
+    return position.forced(most)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", "{"),  # an object opens
+        ("{", ""),  # a space may come, or the first key's quote
+        ('{"', 'name"'),  # the first required key, to its closing quote
+        ('{"name": "Ann"', ""),  # a space may follow a value, or its comma
+        ('{"name": "Ann" ', ","),  # after a value's end and its space: only the comma
+        ('{"name": "Ann", ', '"age"'),  # the next required key, in order
+        ('{"name": "Ann", "age": 4', ""),  # more digits, a space or the comma
+        ('{"name": "Ann", "age": 4, "kind": ', '"person"'),  # a const, whole
+        ('{"name": "Ann", "age": 4, "kind": "person", "planet": ', '"earth"'),  # an enum of one
+        (
+            '{"name": "Ann", "age": 4, "kind": "person", "planet": "earth", "fruit": "',
+            "ap",
+        ),  # what the enum's values share
+        ('{"name": "Ann", "age": 4, "kind": "person", "planet": "earth", "fruit": "apple" ', "}"),  # the object closes
+    ],
+)
+def test_the_text_every_continuation_begins_with(text: str, expected: str) -> None:
+    assert forced(text) == expected
+
+
+def test_nothing_is_forced_where_the_output_may_end() -> None:
+    done = '{"name": "A", "age": 1, "kind": "person", "planet": "earth", "fruit": "apple"}'
+    assert forced(done) == ""  # a space may follow, or the end
+    assert Position(parse('root ::= "ab" "c"?')).advance("ab").forced() == ""
+
+
+def test_what_is_forced_stops_at_most_and_at_a_choice() -> None:
+    assert forced('{"name": "Ann", ', most=3) == '"ag'
+    assert Position(parse('root ::= "ab" [c-d] "e"')).forced() == "ab"
+    assert Position(parse('root ::= "ab" ("x" | "x") "y" [^z]')).forced() == "abxy"  # two ways, one text
+    assert Position(parse('root ::= "ab" [x] "y"')).forced() == "abxy"  # a class of one character
+
+
+def test_a_dead_position_forces_nothing() -> None:
+    position = Position(parse('root ::= "ab"')).advance("x")
+    assert position.dead and position.forced() == ""
