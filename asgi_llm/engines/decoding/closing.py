@@ -55,6 +55,13 @@ class Closer:
         if self._position is not None:
             self._position, self._utf8 = self._after(self._position, text)
 
+    def forced(self) -> str:
+        """The text the grammar allows alone next (`Position.forced`): '' while closing, once the
+        output's place is lost, or inside an unfinished character."""
+        if self._position is None or self.closing or self._utf8.getstate()[0]:
+            return ""
+        return self._position.forced()
+
     def close(self) -> None:
         """End as soon as the grammar allows, though the budget is not spent."""
         self.closing = True

@@ -125,6 +125,13 @@ class TokenChoice:
         """Whether its next pick is the plain top logit (no logprobs to read, no marker forced)."""
         return self.sampling.greedy and not self._closing and not self.output.params.logprobs
 
+    def forced(self) -> str:
+        """The text its grammar allows alone next, for the scheduler to draft: '' where more than
+        one text may follow, none is held, a marker is being forced, or its request opted out."""
+        if self._closing or self._feed.ended or not self.output.params.speculative:
+            return ""
+        return self.sampling.forced()
+
     def step(self, row: int, top: int | None = None) -> Turn:
         raw, token = self._next(row, top if top is not None and self.greedy else None)
         events = self._through(raw, token is None)

@@ -117,6 +117,12 @@ class Choice(Protocol):
         logprobs): the scheduler then picks it with the other such choices' in one pass."""
         ...
 
+    def forced(self) -> str:
+        """The text its grammar allows alone next ('' where more than one text may follow, or it
+        is held to none): the scheduler drafts its tokens (speculation.py), and the choice's picks
+        at those positions keep them or not, as any draft."""
+        ...
+
     def step(self, row: int, top: int | None = None) -> Turn:
         """Pick the next token from the logits at batch row `row`; `top` is that row's top token
         where the scheduler picked it, which a choice takes instead while it is `greedy`."""
@@ -184,6 +190,7 @@ class Job:
     lookup: PromptLookup | None = None  # its prompt and output so far, where it drafts (speculation.py)
     draft: list[int] = field(default_factory=list)  # tokens decoded after `token` this step, to verify
     reach: int = 0  # the most tokens it drafts next (speculation.py adapts it)
+    forced: int = 0  # of `draft`, the first tokens its choice's grammar forced (speculation.py)
 
 
 class Gate(Protocol):

@@ -11,7 +11,7 @@ Pure: token ids in, token ids out.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 __all__ = ["PromptLookup"]
 
@@ -37,16 +37,18 @@ class PromptLookup:
             self._index_ending_here()
             self._tokens.append(token)
 
-    def draft(self, most: int) -> list[int]:
+    def draft(self, most: int, after: Sequence[int] = ()) -> list[int]:
         """Up to `most` tokens that followed the latest earlier occurrence of the history's
-        longest possible ending n-gram; none where no ending n-gram occurred before."""
+        longest possible ending n-gram; none where no ending n-gram occurred before. With `after`
+        (tokens drafted already, which the history does not hold) the ending is of both."""
         if most <= 0:
             return []
         tokens = self._tokens
+        ending = (*tokens[-self._sizes[0] :], *after)
         for size in self._sizes:
-            if size > len(tokens):
+            if size > len(ending):
                 continue
-            start = self._ends.get(tuple(tokens[-size:]))
+            start = self._ends.get(ending[-size:])
             if start is not None:
                 return tokens[start : start + most]
         return []

@@ -64,6 +64,9 @@ class Verdict:
     def begin(self, cached: int) -> Sequence[EngineEvent]:
         return ()
 
+    def forced(self) -> str:
+        return ""  # nothing to draft: it picks no token
+
     def step(self, row: int, top: int | None = None) -> Turn:
         logits = np.ctypeslib.as_array(self._decoder.logits(row), shape=(self._n_vocab,))
         self.score = yes_share(logits[self._yes], logits[self._no])

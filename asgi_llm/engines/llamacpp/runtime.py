@@ -34,7 +34,7 @@ from .prompt_cache import PromptCache
 from .prompt_files import PromptFiles, fingerprint
 from .prompts import THINK, Prompts
 from .reranking import Reranker
-from .sampling import Sampling, accepted_grammar, logprob
+from .sampling import Sampling, accepted_grammar, following, logprob
 from .speculation import Drafting, SpeculationRules
 from .threads import GovernedThreads
 
@@ -83,9 +83,12 @@ class Runtime:
                 raise
         self.cache = PromptCache(prompt_cache_bytes(cfg)) if cfg.prompt_cache_mib else None
         self.files = _prompt_files(cfg, self.decoder.per_sequence) if cfg.prompt_cache_dir else None
-        if self.drafting is None and cfg.speculative == "ngram":
-            rules = SpeculationRules(cfg.speculative_draft, cfg.speculative_ngram, 2, cfg.speculative_step_tokens)
-            self.drafting = Drafting(rules, self.decoder.per_sequence)
+        if self.drafting is None:  # what a grammar forces is drafted always; lookup where set
+            ngram = cfg.speculative == "ngram"
+            rules = SpeculationRules(
+                cfg.speculative_draft, cfg.speculative_ngram, 2, cfg.speculative_step_tokens, ngram
+            )
+            self.drafting = Drafting(rules, self.decoder.per_sequence, lambda t, text: following(self.model, t, text))
         self.scheduler = Scheduler(
             self.decoder,
             slots=cfg.parallel,
@@ -342,8 +345,8 @@ class Runtime:
 
 
 def _lookup(drafting: Drafting | None, tokens: list[int], sampling: SamplingParams) -> PromptLookup | None:
-    """Where the model drafts and the request lets it: the index its choice drafts from."""
-    if drafting is None or not sampling.speculative:
+    """Where the model drafts by lookup and the request lets it: the index its choice drafts from."""
+    if drafting is None or not drafting.rules.lookup or not sampling.speculative:
         return None
     return PromptLookup(tokens, longest=drafting.rules.longest, shortest=drafting.rules.shortest)
 

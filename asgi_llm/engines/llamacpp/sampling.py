@@ -27,7 +27,7 @@ from ..decoding.tool_detect import CallDetector, call_level, trigger_grammar
 from .native import Model
 from .picks import PENALTY_WINDOW, GreedyPick, bounded, fast_pick, penalized, top_k
 
-__all__ = ["Sampling", "accepted_grammar", "logprob", "readable", "spelling"]
+__all__ = ["Sampling", "accepted_grammar", "following", "logprob", "readable", "spelling"]
 
 log = logging.getLogger("asgi_llm.engine")
 internals: Any = _internals  # untyped; only its sampler chain is used
@@ -57,6 +57,22 @@ def spelling(model: Model, text: str) -> list[int]:
         if b"".join(model.piece(t) for t in marked[start:]) == text.encode("utf-8"):
             return marked[start:]
     return tokens
+
+
+def following(model: Model, token: int, text: str) -> list[int]:
+    """The tokens that spell `text` after `token`, as the vocabulary writes the two together
+    (speculation.py's `Spell`): none where `token`'s own tokens would not come out unchanged (the
+    text's start merges with it) or the rest would not spell `text` exactly."""
+    try:
+        last = model.piece(token).decode("utf-8")
+    except UnicodeDecodeError:  # the end of a character cut across tokens: no text to join
+        return []
+    own = model.tokenize(last, add_bos=False, special=False) if last else []
+    tokens = model.tokenize(last + text, add_bos=False, special=False)
+    rest = tokens[len(own) :]
+    if tokens[: len(own)] != own or b"".join(model.piece(t) for t in rest) != text.encode("utf-8"):
+        return []
+    return rest
 
 
 def logprob(model: Model, logits: Any, token: int, piece: bytes, top_n: int) -> TokenLogprob:
@@ -215,6 +231,10 @@ class Sampling:
     def least(self) -> int:
         """The fewest tokens this choice's output can take under its grammar (0 without one)."""
         return self._closer.least() if self._closer is not None else 0
+
+    def forced(self) -> str:
+        """The text its grammar allows alone next (`Closer.forced`); '' with no grammar held."""
+        return self._closer.forced() if self._closer is not None else ""
 
     @property
     def cut(self) -> bool:

@@ -1,79 +1,116 @@
-"""Speculative decoding by prompt lookup: which running sequences draft, how many tokens each,
-and the tally of drafted and accepted tokens.
+"""Speculative decoding: which running sequences draft, how many tokens each, and the tally of
+drafted and accepted tokens. Drafts come from two places: what a choice's grammar forces next
+(jump-forward: a JSON key's rest, a `const`, the comma after a value's space), for every model;
+then, where a model has `speculative = "ngram"`, the tokens that followed the sequence's latest
+n-gram in its own past (prompt lookup, lookup.py), after the forced ones.
 
-A draft (lookup.py) is decoded after the sequence's next token in the step's one batched decode,
-each position with its logits; the scheduler then lets the choice pick at each position in turn
+A draft is decoded after the sequence's next token in the step's one batched decode, each
+position with its logits; the scheduler then lets the choice pick at each position in turn
 (batching.py) and keeps the drafted tokens it picked, up to the first it did not, whose cells it
 drops. Each pick is the pick decoding without drafts would make, with the same sampler state and
 the same draws, so greedy output is the same token for token and sampled output has the same
-distribution; a draft only lets several picks happen in one decode.
+distribution; a draft only lets several picks happen in one decode. A forced text spelled in
+tokens other than the model's own is just not picked where it differs.
 
 Drafting steps back where it would cost more than it gives: a decode of a few tokens costs about
 what one token does (reading the weights dominates), a full one costs per token. So drafts fill
 a step only up to `step_tokens` decoded tokens, the running sequences' own counted first, and a
-sequence's reach halves to what it last had accepted, plus one, when a draft misses, doubling
-again while drafts are taken whole.
+sequence's lookup reach halves to what it last had accepted, plus one, when a draft misses,
+doubling again while drafts are taken whole.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .jobs import Backend, Job
 
-__all__ = ["Drafting", "SpeculationRules", "unpick"]
+__all__ = ["Drafting", "SpeculationRules", "Spell", "unpick"]
 
 log = logging.getLogger("asgi_llm.engine")
+
+Spell = Callable[[int, str], list[int]]
+"""The tokens that spell a text after a token, as the vocabulary writes the two together; none
+where it would merge the token with the text's start (the model did not write that token then)."""
 
 
 @dataclass(frozen=True)
 class SpeculationRules:
     """A model's drafting settings (ModelConfig's `speculative_*`)."""
 
-    draft: int = 8  # the most tokens a sequence drafts in one step
+    draft: int = 8  # the most tokens a sequence drafts by lookup in one step
     longest: int = 4  # the n-gram sizes a draft follows, longest first
     shortest: int = 2
     step_tokens: int = 16  # drafting stops where a step would decode more tokens than this
+    lookup: bool = True  # whether sequences draft from their past (`speculative = "ngram"`)
 
 
 class Drafting:
     """The scheduler's drafting, on the inference thread: `propose` before a step is planned,
-    `settle` after each sequence's picks at its drafted positions."""
+    `settle` after each sequence's picks at its drafted positions. Without `spell`, nothing
+    forced is drafted."""
 
-    def __init__(self, rules: SpeculationRules, capacity: int) -> None:
+    def __init__(self, rules: SpeculationRules, capacity: int, spell: Spell | None = None) -> None:
         self.rules = rules
         self._capacity = capacity  # positions per sequence
+        self._spell = spell
         self.drafted = 0  # tokens decoded as drafts, since load
         self.accepted = 0  # of those, the ones the choices picked
+        self.forced = 0  # of `drafted`, the tokens a grammar forced
+        self.forced_accepted = 0  # of those, the ones the choices picked
 
     def propose(self, active: list[Job], batch: int) -> None:
         """Set the draft of each running sequence that drafts, within the step's token budget
-        (and the `batch` a decode takes)."""
+        (and the `batch` a decode takes): what its grammar forces, then what its lookup finds."""
         running = [job for job in active if job.token is not None and job.slot is not None]
         room = min(self.rules.step_tokens, batch) - len(running)
         for job in running:
-            job.draft = []
-            if room <= 0 or job.lookup is None or job.slot is None:
+            job.draft, job.forced = [], 0
+            if room <= 0 or job.slot is None or job.token is None:
                 continue
-            space = self._capacity - len(job.slot.tokens) - 1  # the next token's cell comes first
-            draft = job.lookup.draft(min(job.reach or self.rules.draft, room, space))
+            space = min(room, self._capacity - len(job.slot.tokens) - 1)  # the next token's cell comes first
+            draft = self._forced(job, job.token, space)
+            job.forced = len(draft)
+            if job.lookup is not None and len(draft) < space:
+                draft += job.lookup.draft(min(job.reach or self.rules.draft, space - len(draft)), after=draft)
             job.draft = draft
             room -= len(draft)
             self.drafted += len(draft)
+            self.forced += job.forced
+
+    def _forced(self, job: Job, token: int, most: int) -> list[int]:
+        """The tokens of the text `job`'s grammar forces after `token`, but the last: the model
+        may write that one merged with the free text after it (`"` and `:` as one `":`)."""
+        if self._spell is None or most <= 0:
+            return []
+        text = job.choice.forced()
+        return self._spell(token, text)[:-1][:most] if text else []
 
     def describe(self) -> dict[str, object]:
         """For the operator's view of the model (`/admin/models`)."""
         rate = self.accepted / self.drafted if self.drafted else None
-        return {"mode": "ngram", "drafted": self.drafted, "accepted": self.accepted, "acceptance": rate}
+        return {
+            "mode": "ngram" if self.rules.lookup else "grammar",
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "acceptance": rate,
+            "forced": self.forced,
+            "forced_accepted": self.forced_accepted,
+        }
 
     def settle(self, job: Job, drafted: int, taken: int) -> None:
-        """`job` picked `taken` of the `drafted` tokens it drafted this step: its next reach."""
+        """`job` picked `taken` of the `drafted` tokens it drafted this step (its `forced` ones
+        first): its next lookup reach, from how its lookup draft fared, where one was verified."""
+        forced, job.forced = min(job.forced, drafted), 0
         self.accepted += taken
-        if not drafted:
+        self.forced_accepted += min(taken, forced)
+        looked, taken = drafted - forced, taken - forced
+        if not looked or taken < 0:
             return
         most = self.rules.draft
-        job.reach = min(most, 2 * (job.reach or most)) if taken == drafted else taken + 1
+        job.reach = min(most, 2 * (job.reach or most)) if taken == looked else taken + 1
 
 
 def unpick(backend: Backend, job: Job, count: int) -> bool:
