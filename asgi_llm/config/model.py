@@ -100,9 +100,12 @@ class ModelConfig(BaseModel):
     speculative: Literal["off", "ngram"] = Field(
         default="off",
         description="Speculative decoding: ngram = each sequence drafts from its prompt and output so far (prompt "
-        "lookup), verified in the step's one decode; output is unchanged. See docs/performance.md.",
+        "lookup), verified in the step's one decode; output is unchanged. What a grammar forces next is drafted "
+        "either way. See docs/performance.md.",
     )
-    speculative_draft: int = Field(default=8, ge=1, le=64, description="The most tokens a sequence drafts a step.")
+    speculative_draft: int = Field(
+        default=8, ge=1, le=64, description="The most tokens a sequence drafts by lookup a step."
+    )
     speculative_ngram: int = Field(
         default=4, ge=2, le=16, description="The longest n-gram a draft follows (down to bigrams)."
     )

@@ -136,8 +136,9 @@ class SamplingParams:
     max_tokens_param: str = "max_tokens"
     """The request field `max_tokens` came from, for a refusal that names it."""
     speculative: bool = True
-    """Whether the model may draft tokens to verify (where its `speculative` setting is on); a
-    request opts out with the protocol's extension field, say to time plain decoding."""
+    """Whether the model may draft tokens to verify (by lookup where its `speculative` setting is
+    on, and what a grammar forces next); a request opts out with the protocol's extension field,
+    say to time plain decoding."""
 
 
 @dataclass(frozen=True)
