@@ -43,6 +43,28 @@ def cpu_busy(seconds: float = 1.0) -> float | None:
 T = TypeVar("T")
 
 
+def shared_pool_limits(clients: int) -> httpx.Limits:
+    """Limits for one `httpx.AsyncClient` shared by `clients` concurrent clients: a connection
+    each, and none kept alive between requests (every request opens its own, as against
+    llama-server, which closes a connection after each stream).
+
+    Why not keep-alive: httpcore 1.0's pool (`AsyncConnectionPool._assign_requests_to_connections`,
+    httpcore/_async/connection_pool.py) hands every queued request the first idle connection
+    (`available_connections[0]`), which stays IDLE, so still "available", until the request's
+    task runs and marks it ACTIVE. When many streams end in the same decode step and their
+    clients send again at once, they all take the same connection; all but one raise
+    `ConnectionNotAvailable` in `AsyncHTTP11Connection.handle_async_request` and go round the
+    pool again, and each pass costs O(connections x queued requests), with a poll() of every
+    idle socket (`has_expired`). The client's event loop spent 4.6 s in those passes
+    (1,000-1,200 retries) at 128 clients against `asgi-llm serve` on the tiny stand-in, and the
+    second requests left the client 0.5-5.6 s late: a cluster of 5 s TTFTs that was the client's.
+    (`httpx.Limits(max_connections=N)` alone keeps every idle connection: the default
+    `max_keepalive_connections=20` applies only to `httpx.Limits()` left out.) encode/httpcore
+    #822 and #1035; httpcore2, which httpx2 and the openai SDK 3 use, reserves an assigned idle
+    connection and does not churn."""
+    return httpx.Limits(max_connections=clients, max_keepalive_connections=0)
+
+
 async def concurrent_streams(
     base: str,
     concurrency: int,
@@ -51,11 +73,10 @@ async def concurrent_streams(
     timeout: float = 600,
     warmed: Callable[[], None] = lambda: None,
 ) -> tuple[list[T], float]:
-    """`concurrency` clients sharing one connection pool send `requests` requests (`one`) each,
-    after one warm-up request (connection, prompt cache), whose end `warmed` is told of: every
-    result, and the seconds the clients took together."""
-    limits = httpx.Limits(max_connections=concurrency)
-    async with httpx.AsyncClient(base_url=base, timeout=timeout, limits=limits) as client:
+    """`concurrency` clients sharing one connection pool (no keep-alive: `shared_pool_limits`)
+    send `requests` requests (`one`) each, after one warm-up request (prompt cache), whose end
+    `warmed` is told of: every result, and the seconds the clients took together."""
+    async with httpx.AsyncClient(base_url=base, timeout=timeout, limits=shared_pool_limits(concurrency)) as client:
         await one(client)
         warmed()
 

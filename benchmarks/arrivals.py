@@ -9,11 +9,12 @@ C clients send R streamed chat completions each, back to back (so the second wav
 first ends), greedy, `max_tokens` N with every end token banned. Two clients:
 - `raw`: asyncio streams, one kept-alive connection per client, reading the chunked SSE bytes
   with next to no Python per chunk;
-- `httpx`: one `httpx.AsyncClient` shared by every client, as `gpu.py` and `anchors.py` use.
-On a 2-core machine the httpx client's own work per chunk competes with the server's: with it,
-about half the runs saw some 120 second requests reach the server 0.5–5 s after the client
-began them, and the raw client never did. Prints per server and client TTFT p50 / p95 / max and
-aggregate tokens/s (median over rounds).
+- `httpx`: one `httpx.AsyncClient` shared by every client, as `gpu.py` and `anchors.py` use,
+  with a new connection per request (`_server.shared_pool_limits`: httpcore 1.0's pool churns
+  when many kept-alive clients send at once, and held some 120 second requests 0.5–5.6 s before
+  they left the client; llama-server closes a connection after each stream without saying so
+  (no `Connection: close`), and a request on such a connection failed with `httpx.ReadError`).
+Prints per server and client TTFT p50 / p95 / max and aggregate tokens/s (median over rounds).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _server import ChildServer, asgi_llm_serve
+from _server import ChildServer, asgi_llm_serve, shared_pool_limits
 from anchors import MODEL_ID, add_model_arguments, build, end_token_bias, model_path, p, serve_options, theirs
 
 
@@ -96,7 +97,7 @@ async def raw_clients(port: int, clients: int, requests: int, tokens: int, bias:
 
 
 async def httpx_clients(url: str, clients: int, requests: int, tokens: int, bias: dict[str, float]) -> list[float]:
-    async with httpx.AsyncClient(base_url=url, timeout=600, limits=httpx.Limits(max_connections=clients)) as shared:
+    async with httpx.AsyncClient(base_url=url, timeout=600, limits=shared_pool_limits(clients)) as shared:
 
         async def one(n: int) -> float:
             started, first = time.perf_counter(), 0.0
