@@ -15,7 +15,10 @@ The closing watch (`decoding.closing.Closer`, which ends a grammar-held output i
 its budget runs out) runs in Python on every constrained token; its own time is measured directly, by
 timing every call into it, and printed as microseconds per token and as a share of an unconstrained
 token's time. A fourth variant, json_schema with a third of the budget, makes it close the document early,
-so its forced path is measured too.
+so its forced path is measured too. A fifth, json_schema_no_drafts, is json_schema with the request's
+`speculative: false`: no grammar jump-forward (the text a grammar forces, drafted and verified in the next
+step's decode; docs/performance.md), so the two lines compare tokens/s with drafting on and off, and the
+tokens drafted and taken are printed.
 
 Run: .venv/bin/python benchmarks/constrained_decoding.py [--threads T] [--tokens N] [--repeats R] [--model PATH]
 """
@@ -57,7 +60,9 @@ VARIANTS = {
     "json_schema": OutputFormat(kind="json_schema", param="response_format", schema=SCHEMA),
     "json_object": OutputFormat(kind="json_object", param="response_format"),
     "json_schema_cut": OutputFormat(kind="json_schema", param="response_format", schema=SCHEMA),
+    "json_schema_no_drafts": OutputFormat(kind="json_schema", param="response_format", schema=SCHEMA),
 }
+DRAFTS = {"drafted": 0, "accepted": 0}  # json_schema's runs: tokens jump-forward drafted, and those taken
 WATCH = {"seconds": 0.0, "tokens": 0}  # time spent in the closing watch, and the tokens it chose
 
 
@@ -75,7 +80,8 @@ def timed(method: Callable[..., Any]) -> Callable[..., Any]:
 
 def request(fmt: OutputFormat | None, tokens: int, name: str = "") -> ChatRequest:
     tokens = tokens // 3 if name.endswith("_cut") else tokens
-    sampling = SamplingParams(max_tokens=tokens, temperature=0, output_format=fmt)
+    speculative = not name.endswith("_no_drafts")
+    sampling = SamplingParams(max_tokens=tokens, temperature=0, output_format=fmt, speculative=speculative)
     return ChatRequest(model="bench", messages=(Message("user", PROMPT),), sampling=sampling)
 
 
@@ -106,9 +112,14 @@ async def measure(model: str, threads: int, tokens: int, repeats: int) -> dict[s
             await generate_once(engine, fmt, tokens, name)
         WATCH.update(seconds=0.0, tokens=0)
         runs: dict[str, list[tuple[int, float, str]]] = {name: [] for name in VARIANTS}
+        drafting = engine.runtime.drafting if engine.runtime is not None else None
         for _ in range(repeats):
             for name, fmt in VARIANTS.items():
+                before = (drafting.drafted, drafting.accepted) if drafting is not None else (0, 0)
                 runs[name].append(await generate_once(engine, fmt, tokens, name))
+                if drafting is not None and name == "json_schema":
+                    DRAFTS["drafted"] += drafting.drafted - before[0]
+                    DRAFTS["accepted"] += drafting.accepted - before[1]
         return runs
     finally:
         await engine.close()
@@ -131,16 +142,20 @@ def main() -> None:
     medians = {name: statistics.median(r for _, r, _ in results) for name, results in runs.items()}
     base = medians["unconstrained"]
     print()
-    print(f"{'variant':<16}{'tokens':>8}{'tokens/s (median)':>20}{'ratio':>8}   runs")
+    print(f"{'variant':<22}{'tokens':>8}{'tokens/s (median)':>20}{'ratio':>8}   runs")
     for name, results in runs.items():
         counts = sorted({count for count, _, _ in results})
         shown = "/".join(str(c) for c in counts)
         rates = " ".join(f"{r:.1f}" for _, r, _ in results)
-        print(f"{name:<16}{shown:>8}{medians[name]:>20.1f}{medians[name] / base:>8.3f}   {rates}")
+        print(f"{name:<22}{shown:>8}{medians[name]:>20.1f}{medians[name] / base:>8.3f}   {rates}")
     print()
     for name in VARIANTS:
         if name != "unconstrained":
             print(f"ratio {name}/unconstrained: {medians[name] / base:.3f}")
+    drafts = medians["json_schema"] / medians["json_schema_no_drafts"]
+    print(f"jump-forward: json_schema {medians['json_schema']:.1f} tokens/s with drafts, ", end="")
+    print(f"{medians['json_schema_no_drafts']:.1f} without ({drafts:.3f}x); ", end="")
+    print(f"{DRAFTS['accepted']} of {DRAFTS['drafted']} drafted tokens taken over {args.repeats} runs")
     per_token = WATCH["seconds"] / max(WATCH["tokens"], 1)
     share = per_token * base
     print(f"closing watch: {per_token * 1e6:.0f} us per constrained token over {WATCH['tokens']} tokens, ", end="")
