@@ -125,3 +125,19 @@ def test_a_model_lost_in_ambiguous_nesting_is_closed_in_budget(budget: int, capl
     assert cut and text.count('"props"') >= budget // 11  # 9 tokens open a level, 1 closes it
     lost = [r for r in caplog.records if r.name == "asgi_llm.engine"]  # other threads of the session log too
     assert not lost  # the watch never lost its place
+
+
+def test_what_the_grammar_forces_is_offered_only_where_the_watch_is_sure() -> None:
+    watch = closer(grammar_of(SCHEMA))
+    assert watch.forced() == "{"
+    watch.took('{"')
+    assert watch.forced() == 'city"'
+    watch.took('city": "')
+    watch.took("é".encode()[:1])  # inside a character: where the text stands is not known yet
+    assert watch.forced() == ""
+    watch.took("é".encode()[1:] + b'"')
+    assert watch.forced() == ""  # a space may come, or the comma
+    watch.took(" ")
+    assert watch.forced() == ","  # the comma; a space may follow it
+    watch.close()
+    assert watch.forced() == ""  # closing: the watch's own ending is forced instead
