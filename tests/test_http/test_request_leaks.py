@@ -4,18 +4,15 @@ which a server that closes at once turns into "connection reset" for the client.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +20,6 @@ import anyio
 import httpx
 import pytest
 import requests
-import uvicorn
 from uvicorn.logging import AccessFormatter
 
 from asgi_llm import LLMApp, ModelConfig, ModelPool, Settings
@@ -32,6 +28,8 @@ from asgi_llm.engines.fake import FakeEngine
 from asgi_llm.http import linger
 from asgi_llm.http.asgi import Message
 from asgi_llm.logs import JSONFormatter, RedactCredentials, redact_query
+
+from .uvicorn_thread import free_port, uvicorn_serving
 
 pytestmark = pytest.mark.anyio
 
@@ -92,20 +90,12 @@ def serve_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.slow  # it starts `asgi-llm serve`
 @pytest.mark.parametrize("log_json", [False, True], ids=["text", "json"])
 def test_serve_writes_no_key_from_a_query_string_in_its_access_lines(serve_config: Path, log_json: bool) -> None:
     command = shutil.which("asgi-llm", path=str(Path(sys.executable).parent))
     assert command
-    port = _port()
+    port = free_port()
     args = [command, "serve", "--config", str(serve_config), "--port", str(port), "--log-level", "info"]
     process = subprocess.Popen(
         [*args, *(["--log-json"] if log_json else [])], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -233,23 +223,6 @@ async def test_a_request_read_to_its_end_is_answered_and_done() -> None:
     with anyio.fail_after(5):  # no read past the end of the body: that would wait for the next message
         assert await upload(fake_app(), 50, sent=sent) == (400, 50)  # 50 x's: not JSON
     assert [m.get("more_body", False) for m in sent] == [False, False]  # nothing held back
-
-
-@contextlib.contextmanager
-def uvicorn_serving(app: LLMApp) -> Iterator[str]:
-    port = _port()
-    server = uvicorn.Server(uvicorn.Config(app, port=port, lifespan="on", ws="none", log_level="warning"))
-    thread = threading.Thread(target=server.run, name="uvicorn-leaks", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
 
 
 @pytest.mark.slow  # it starts uvicorn

@@ -15,16 +15,17 @@ import json
 import socket
 import threading
 import time
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator
 
 import anyio
 import pytest
-import uvicorn
 
 from asgi_llm import LLMApp, ModelConfig, ModelPool, Settings
 from asgi_llm.adapters.openai import OPENAI
 from asgi_llm.core import EngineEvent, GenerationRequest, TextDelta
 from asgi_llm.engines.fake import FakeEngine
+
+from ..test_http.uvicorn_thread import uvicorn_serving
 
 pytestmark = pytest.mark.slow  # it starts uvicorn
 
@@ -42,25 +43,6 @@ class HeldEngine(FakeEngine):
             yield event
             while held and isinstance(event, TextDelta) and not self.release.is_set():
                 await anyio.sleep(0.01)
-
-
-@contextlib.contextmanager
-def serving(app: LLMApp) -> Iterator[int]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
-    server = uvicorn.Server(uvicorn.Config(app, port=port, lifespan="on", ws="none", log_level="warning"))
-    thread = threading.Thread(target=server.run, name="uvicorn-keep-alive", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    try:
-        yield port
-    finally:
-        server.should_exit = True
-        thread.join(30)
 
 
 def request(content: str) -> bytes:
@@ -90,7 +72,8 @@ def test_a_stream_ends_with_its_last_event_and_its_connection_serves_the_next_at
 
     settings = Settings(models=(ModelConfig(id="m", path="unused.gguf"),))
     app = LLMApp(pool=ModelPool(settings, engine_factory=factory), adapters=(OPENAI,))
-    with serving(app) as port, contextlib.ExitStack() as stack:
+    with uvicorn_serving(app) as url, contextlib.ExitStack() as stack:
+        port = int(url.rsplit(":", 1)[1])
         others = [stack.enter_context(socket.create_connection(("127.0.0.1", port), timeout=10)) for _ in range(8)]
         for other in others:  # streams left open, as other clients' are
             other.sendall(request("hold"))
