@@ -14,7 +14,7 @@ servers write the same text, checked):
 - `code edit`: the prompt holds a ~300-token function; the reply rewrites it with one change;
 - `quote`: a long passage, and the request to quote one paragraph of it;
 - `free chat`: a story, nothing to copy;
-- `structured`: the 6-property schema of constrained_decoding.py as `response_format`
+- `structured`: the person schema and prompt of constrained_decoding.py as `response_format`
   (json_schema), over HTTP on both servers;
 - `free chat x4`: four clients at once (aggregate tokens/s).
 The figure is decode tokens/s: (tokens - 1) / (last chunk - first chunk), the median over
@@ -38,8 +38,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _server import ChildServer, asgi_llm_serve
+from _server import ChildServer, asgi_llm_serve, shared_pool_limits
 from anchors import build
+from constrained_decoding import PROMPT as PERSON_PROMPT
+from constrained_decoding import SCHEMA
 
 MODEL_ID = "bench"
 N_CTX = 2048
@@ -79,17 +81,6 @@ PASSAGE = (
     "When the electric lamp came, the family stayed on as caretakers. The old lens was taken to the museum in "
     "the town, where it still turns every evening at dusk, for the children who come to watch it."
 )
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string"},
-        "age": {"type": "integer"},
-        "city": {"type": "string"},
-        "occupation": {"type": "string"},
-        "hobbies": {"type": "array", "items": {"type": "string"}},
-    },
-    "required": ["name", "age", "city", "occupation", "hobbies"],
-}
 WORKLOADS: dict[str, dict[str, Any]] = {
     "code edit": {
         "messages": [
@@ -113,8 +104,7 @@ WORKLOADS: dict[str, dict[str, Any]] = {
         "messages": [
             {
                 "role": "user",
-                "content": "Describe a fictional person as a JSON object with the fields name, age, city, occupation "
-                "and hobbies (a list of strings). Reply with the JSON object only.",
+                "content": PERSON_PROMPT,
             }
         ],
         "response_format": {"type": "json_schema", "json_schema": {"name": "person", "schema": SCHEMA}},
@@ -178,7 +168,9 @@ async def workload_figures(
     url: str, workload: str, tokens: int, rounds: int, clients: int, is_ours: bool
 ) -> tuple[float, float | None, str]:
     """tokens/s, the acceptance rate (None where unknown), and the text of the last reply."""
-    async with httpx.AsyncClient(base_url=url, timeout=600) as client:
+    # a connection per request: llama-server closes its connection after each stream without saying
+    # so (no `Connection: close`), and a kept-alive pool would send the next request down a dead one
+    async with httpx.AsyncClient(base_url=url, timeout=600, limits=shared_pool_limits(clients)) as client:
         await one(client, workload, tokens)  # warm-up: the prompt is cached alike on both sides after it
         before = await tally(client) if is_ours else (0.0, 0.0)
         rates, text, drafted, accepted = [], "", 0.0, 0.0

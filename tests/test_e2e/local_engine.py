@@ -6,10 +6,11 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from asgi_llm import ModelConfig
+from asgi_llm.core import Finish, GenerationRequest, TextDelta
 from asgi_llm.engines.inference_thread import InferenceThread
 from asgi_llm.engines.llamacpp import LlamaCppEngine
 
-__all__ = ["local_engine"]
+__all__ = ["local_engine", "written"]
 
 
 @contextlib.asynccontextmanager
@@ -24,3 +25,15 @@ async def local_engine(config: ModelConfig) -> AsyncIterator[LlamaCppEngine]:
     finally:
         await engine.close()
         await thread.stop()
+
+
+async def written(engine: LlamaCppEngine, request: GenerationRequest) -> tuple[str, str, int]:
+    """What one choice of `request` wrote, how it finished, and after how many tokens."""
+    text, finish = "", None
+    async for event in engine.generate(request):
+        if isinstance(event, TextDelta):
+            text += event.text
+        elif isinstance(event, Finish):
+            finish = event
+    assert finish is not None
+    return text, finish.reason, finish.usage.completion_tokens

@@ -11,11 +11,11 @@ import jsonschema
 import pytest
 
 from asgi_llm import ModelConfig
-from asgi_llm.core import ChatRequest, Finish, Message, OutputFormat, SamplingParams, TextDelta
+from asgi_llm.core import ChatRequest, Message, OutputFormat, SamplingParams
 from asgi_llm.engines.llamacpp import LlamaCppEngine
 from asgi_llm.engines.llamacpp.jobs import BatchToken
 
-from .local_engine import local_engine
+from .local_engine import local_engine, written
 
 pytestmark = [pytest.mark.anyio, pytest.mark.model]
 
@@ -56,14 +56,7 @@ async def counted() -> AsyncIterator[tuple[LlamaCppEngine, list[int]]]:
 async def person(engine: LlamaCppEngine, tokens: int, *, speculative: bool = True) -> tuple[str, str, int]:
     fmt = OutputFormat(kind="json_schema", param="response_format", schema=PERSON)
     params = SamplingParams(max_tokens=tokens, temperature=0, output_format=fmt, speculative=speculative)
-    written, finish = "", None
-    async for event in engine.generate(ChatRequest(model="m", messages=(Message("user", PROMPT),), sampling=params)):
-        if isinstance(event, TextDelta):
-            written += event.text
-        elif isinstance(event, Finish):
-            finish = event
-    assert finish is not None
-    return written, finish.reason, finish.usage.completion_tokens
+    return await written(engine, ChatRequest(model="m", messages=(Message("user", PROMPT),), sampling=params))
 
 
 async def test_the_keys_are_drafted_and_taken_in_fewer_decodes_with_the_same_output(

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from asgi_llm import ModelConfig
-from asgi_llm.core import ChatRequest, CompletionRequest, Finish, GenerationRequest, Message, SamplingParams, TextDelta
+from asgi_llm.core import ChatRequest, CompletionRequest, GenerationRequest, Message, SamplingParams
 from asgi_llm.engines.llamacpp import LlamaCppEngine
 
-from .local_engine import local_engine
+from .local_engine import local_engine, written
 
 pytestmark = [pytest.mark.anyio, pytest.mark.model]
 
@@ -31,14 +31,7 @@ async def reply(
         if chat
         else CompletionRequest(model="m", prompts=(text,), sampling=params)
     )
-    written, finish = "", None
-    async for event in engine.generate(request):
-        if isinstance(event, TextDelta):
-            written += event.text
-        elif isinstance(event, Finish):
-            finish = event
-    assert finish is not None
-    return written, finish.reason, finish.usage.completion_tokens
+    return await written(engine, request)
 
 
 @pytest.fixture(scope="module")
@@ -59,13 +52,13 @@ async def test_a_reply_that_repeats_its_prompt_takes_drafts_and_writes_the_same(
     tally = drafting.runtime.drafting if drafting.runtime is not None else None
     assert tally is not None
     before = tally.drafted, tally.accepted
-    written = await reply(drafting, prompt, 64, chat=False)
-    assert written == await reply(plain, prompt, 64, chat=False)
-    assert written[0].startswith(" wednesday thursday")
+    wrote = await reply(drafting, prompt, 64, chat=False)
+    assert wrote == await reply(plain, prompt, 64, chat=False)
+    assert wrote[0].startswith(" wednesday thursday")
     drafted, accepted = tally.drafted - before[0], tally.accepted - before[1]
     assert 48 < accepted <= drafted  # most of the 64 tokens came several a decode
     again = tally.drafted
-    assert await reply(drafting, prompt, 64, chat=False, speculative=False) == written
+    assert await reply(drafting, prompt, 64, chat=False, speculative=False) == wrote
     assert tally.drafted == again  # the request opted out
 
 
