@@ -134,7 +134,7 @@ class MessagesBody(CountBody):
     top_k: Annotated[int, Field(ge=0)] | None = None
     metadata: WireMetadata | None = None
     stream: bool | None = None
-    speculative: bool | None = None  # ours: false keeps the model from drafting (its `speculative` setting)
+    speculative: bool | None = None  # ours: false, no drafted tokens (prompt lookup, grammar jump-forward)
 
 
 _REQUIRED: dict[str, tuple[str, ...]] = {

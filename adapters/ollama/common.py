@@ -72,7 +72,7 @@ class WireOptions(Wire):
     repeat_penalty: Annotated[float, Field(gt=0)] | None = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
-    speculative: bool | None = None  # ours: false keeps the model from drafting (its `speculative` setting)
+    speculative: bool | None = None  # ours: false, no drafted tokens (prompt lookup, grammar jump-forward)
 
 
 class GenerateFields(Wire):

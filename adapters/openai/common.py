@@ -128,7 +128,7 @@ class SamplingBody(Wire):
     grammar: str | None = None
     """llama.cpp's GBNF grammar the output must be a sentence of (empty: none, as in llama-server)."""
     speculative: bool | None = None
-    """Ours: false keeps the model from drafting tokens for this request (its `speculative` setting)."""
+    """Ours: false, no drafted tokens for this request (prompt lookup, grammar jump-forward)."""
 
 
 def sampling_params(

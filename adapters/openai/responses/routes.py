@@ -116,7 +116,7 @@ class _Body(_Wire):
     stream: bool | None = None
     user: str | None = None
     max_tool_calls: Annotated[int, Field(ge=1)] | None = None
-    speculative: bool | None = None  # ours: false keeps the model from drafting (its `speculative` setting)
+    speculative: bool | None = None  # ours: false, no drafted tokens (prompt lookup, grammar jump-forward)
 
 
 class ResponsesBody(_Body):
