@@ -10,7 +10,7 @@ from asgi_llm.core import Finish, GenerationRequest, TextDelta
 from asgi_llm.engines.inference_thread import InferenceThread
 from asgi_llm.engines.llamacpp import LlamaCppEngine
 
-__all__ = ["local_engine", "written"]
+__all__ = ["answered", "local_engine", "written"]
 
 
 @contextlib.asynccontextmanager
@@ -27,8 +27,8 @@ async def local_engine(config: ModelConfig) -> AsyncIterator[LlamaCppEngine]:
         await thread.stop()
 
 
-async def written(engine: LlamaCppEngine, request: GenerationRequest) -> tuple[str, str, int]:
-    """What one choice of `request` wrote, how it finished, and after how many tokens."""
+async def answered(engine: LlamaCppEngine, request: GenerationRequest) -> tuple[str, Finish]:
+    """What one choice of `request` wrote, and how it finished."""
     text, finish = "", None
     async for event in engine.generate(request):
         if isinstance(event, TextDelta):
@@ -36,4 +36,10 @@ async def written(engine: LlamaCppEngine, request: GenerationRequest) -> tuple[s
         elif isinstance(event, Finish):
             finish = event
     assert finish is not None
+    return text, finish
+
+
+async def written(engine: LlamaCppEngine, request: GenerationRequest) -> tuple[str, str, int]:
+    """What one choice of `request` wrote, how it finished, and after how many tokens."""
+    text, finish = await answered(engine, request)
     return text, finish.reason, finish.usage.completion_tokens

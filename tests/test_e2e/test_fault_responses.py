@@ -24,23 +24,28 @@ MARK = 13  # the max_tokens that marks the request the fault is injected into
 
 @pytest.fixture
 def fails_at_token(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], None]:
-    """`fails_at_token(n)`: the marked requests' samplers raise at their n-th token (1: the first)."""
-    made, original = sampling.Sampling.__init__, sampling.Sampling.sample
+    """`fails_at_token(n)`: the marked requests' samplers raise at their n-th token (1: the first),
+    whether they pick it themselves or take the step's one greedy pick (`take_top`)."""
+    made = sampling.Sampling.__init__
 
     def arm(token: int) -> None:
         def init(self: Any, model: Any, logits: Any, params: Any, index: int, **options: Any) -> None:
             made(self, model, logits, params, index, **options)
             self.countdown = token if params.max_tokens == MARK else None
 
-        def sample(self: Any, *args: Any) -> int:
-            if self.countdown is not None:
-                self.countdown -= 1
-                if self.countdown == 0:
-                    raise RuntimeError("/secret/path/model.gguf: the sampler broke")
-            return int(original(self, *args))
+        def failing(original: Callable[..., int]) -> Callable[..., int]:
+            def pick(self: Any, *args: Any) -> int:
+                if self.countdown is not None:
+                    self.countdown -= 1
+                    if self.countdown == 0:
+                        raise RuntimeError("/secret/path/model.gguf: the sampler broke")
+                return int(original(self, *args))
+
+            return pick
 
         monkeypatch.setattr(sampling.Sampling, "__init__", init)
-        monkeypatch.setattr(sampling.Sampling, "sample", sample)
+        monkeypatch.setattr(sampling.Sampling, "sample", failing(sampling.Sampling.sample))
+        monkeypatch.setattr(sampling.Sampling, "take_top", failing(sampling.Sampling.take_top))
 
     return arm
 

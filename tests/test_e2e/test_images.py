@@ -20,7 +20,6 @@ from asgi_llm.core import (
     IMAGE_MARKER,
     ChatRequest,
     ContextOverflow,
-    Finish,
     ImageInput,
     InvalidRequest,
     Message,
@@ -29,6 +28,7 @@ from asgi_llm.core import (
 )
 from asgi_llm.engines.llamacpp import LlamaCppEngine
 
+from .local_engine import answered as answer
 from .local_engine import local_engine
 from .standin_projector import image_tokens, png, write_projector
 
@@ -74,17 +74,6 @@ def chat(*turns: Message, max_tokens: int = 12, n: int = 1) -> ChatRequest:
 def asking(*images: bytes, text: str = "What is in this picture?") -> Message:
     parts = tuple(ImageInput(data, "image/png", f"messages[0].content[{i}]") for i, data in enumerate(images))
     return Message("user", IMAGE_MARKER * len(images) + text, images=parts)
-
-
-async def answer(engine: LlamaCppEngine, request: ChatRequest) -> tuple[str, Finish]:
-    text, finish = "", None
-    async for event in engine.generate(request):
-        if isinstance(event, TextDelta):
-            text += event.text
-        elif isinstance(event, Finish):
-            finish = event
-    assert finish is not None
-    return text, finish
 
 
 def encodes(engine: LlamaCppEngine) -> int:
