@@ -7,16 +7,16 @@ where the rule repeats what the sequence holds."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from asgi_llm.core import Finish, TextDelta, Usage
+from asgi_llm.core import Finish, InternalError, TextDelta, Usage
 from asgi_llm.core.events import EngineEvent, GenerationEvent
 from asgi_llm.engines.llamacpp.batching import Scheduler
-from asgi_llm.engines.llamacpp.jobs import Job, Turn
+from asgi_llm.engines.llamacpp.jobs import END, Job, Turn
 from asgi_llm.engines.llamacpp.lookup import PromptLookup
 from asgi_llm.engines.llamacpp.speculation import Drafting, SpeculationRules
 
@@ -37,6 +37,9 @@ class Oracle:
     def begin(self, cached: int) -> Sequence[EngineEvent]:
         return ()
 
+    def forced(self) -> str:
+        return ""
+
     def step(self, row: int, top: int | None = None) -> Turn:
         entry = self.model.last[row]
         assert entry.logits, "a row without logits"
@@ -52,6 +55,22 @@ class Oracle:
         pass
 
 
+def steps(scheduler: Scheduler, most: int = 2000) -> Iterator[None]:
+    """Steps `scheduler` until its work is done, each step yielded; fails (never hangs) where a
+    step does nothing or the work does not end within `most` steps."""
+    for _ in range(most):
+        if not scheduler.active:
+            return
+        assert scheduler.step() and not scheduler.broken
+        yield
+    raise AssertionError(f"the scheduler's work did not end within {most} steps")
+
+
+def drain(scheduler: Scheduler) -> None:
+    for _ in steps(scheduler):
+        pass
+
+
 def cyclic(period: int) -> Rule:
     """Repeats the sequence's first `period` tokens: drafts from the prompt are right."""
     return lambda held: held[len(held) % period]
@@ -62,7 +81,9 @@ def hashed(held: list[int]) -> int:
     return hash(tuple(held[-3:])) % 7
 
 
-def run(prompts: list[list[int]], rule: Rule, tokens: int, rules: SpeculationRules | None) -> tuple[list[list[int]], int, Drafting | None]:
+def run(
+    prompts: list[list[int]], rule: Rule, tokens: int, rules: SpeculationRules | None
+) -> tuple[list[list[int]], int, Drafting | None]:
     """Every prompt's output, the decodes it took, and the drafting's tally."""
     model = Model(len(prompts))
     drafting = Drafting(rules, capacity=256) if rules is not None else None
@@ -74,8 +95,7 @@ def run(prompts: list[list[int]], rule: Rule, tokens: int, rules: SpeculationRul
     ]
     scheduler.submit(jobs)
     decodes = 0
-    while scheduler.active:
-        assert scheduler.step()
+    for _ in steps(scheduler):
         decodes += 1
         for slot in scheduler.slots:  # the books: what the cache holds is what the slot says
             assert model.holds(slot.sequence) == slot.tokens
@@ -140,9 +160,74 @@ def test_a_choice_that_ends_inside_a_draft_leaves_none_of_the_rest_cached(stop_a
     choice = Oracle(model, cyclic(4), 50, stop=stop)
     request = Request(1)
     scheduler.submit([Job(request.ticket, prompt, choice, lookup=PromptLookup(prompt))])
-    while scheduler.active:
-        scheduler.step()
+    drain(scheduler)
     assert choice.out == [prompt[(len(prompt) + i) % 4] for i in range(len(choice.out))]
     assert choice.out[-1] == stop
     slot = scheduler.slots[0]
     assert model.holds(0) == slot.tokens == prompt + choice.out[:-1]  # the last pick is never decoded
+
+
+class Unforceable(Oracle):
+    """Its grammar's forced text cannot be read (a fault in the grammar's watch, say)."""
+
+    def forced(self) -> str:
+        raise RuntimeError("the grammar's position is lost")
+
+
+def test_a_draft_that_fails_to_be_made_costs_its_sequence_the_draft_only() -> None:
+    """Drafting is optional: a fault while drafting leaves that sequence to decode without one,
+    the scheduler whole and the output the same."""
+    prompt = [5, 6, 7, 8, 5, 6, 7, 8]
+    plain, _, _ = run([prompt], cyclic(4), 20, None)
+    model = Model(2)
+    drafting = Drafting(SpeculationRules(), capacity=256, spell=lambda token, text: [1, 2, 3])
+    scheduler = Scheduler(model, slots=2, batch=64, chunk=16, drafting=drafting)
+    broken, fine = Unforceable(model, cyclic(4), 20), Oracle(model, cyclic(4), 20)
+    requests = [Request(1), Request(1)]
+    scheduler.submit(
+        [
+            Job(r.ticket, list(prompt), c, lookup=PromptLookup(prompt))
+            for r, c in zip(requests, (broken, fine), strict=True)
+        ]
+    )
+    drain(scheduler)
+    assert not scheduler.broken and not scheduler.violations() and scheduler.faults == 0
+    assert broken.out == fine.out == plain[0]
+    assert all(r.items[-1] is END for r in requests)
+    assert drafting.accepted > 0  # the sequence that could draft still did
+
+
+class ForgetFails(Model):
+    """Refuses the first drop of cells from a sequence once drafts are under way."""
+
+    def __init__(self, sequences: int) -> None:
+        super().__init__(sequences)
+        self.failed = False
+
+    def forget(self, sequence: int, start: int) -> None:
+        if not self.failed and start > 0:
+            self.failed = True
+            raise RuntimeError("llama_memory_seq_rm refused")
+        super().forget(sequence, start)
+
+
+def test_a_draft_whose_cells_cannot_be_dropped_ends_its_request_only() -> None:
+    """The drafted tokens a choice did not pick must leave the cache: where llama.cpp refuses,
+    that request ends with a 500, its sequence is emptied, and the others finish."""
+    prompts = [[1, 2, 3, 1, 2, 3, 1, 2, 4, 1, 2, 3], [3, 2, 1, 3, 2, 1, 3, 2, 4, 3, 2, 1]]
+    model = ForgetFails(len(prompts))
+    scheduler = Scheduler(model, slots=2, batch=64, chunk=16, drafting=Drafting(SpeculationRules(), capacity=256))
+    choices = [Oracle(model, hashed, 40) for _ in prompts]
+    requests = [Request(1) for _ in prompts]
+    jobs = [
+        Job(r.ticket, list(p), c, lookup=PromptLookup(p)) for r, p, c in zip(requests, prompts, choices, strict=True)
+    ]
+    scheduler.submit(jobs)
+    for _ in steps(scheduler):
+        for slot in scheduler.slots:
+            assert model.holds(slot.sequence) == slot.tokens
+    assert model.failed and not scheduler.broken and not scheduler.violations()
+    ended = [r for r in requests if any(isinstance(item, InternalError) for item in r.items)]
+    assert len(ended) == 1 and scheduler.faults == 1
+    (finished,) = [r for r in requests if r not in ended]
+    assert finished.items[-1] is END and isinstance(finished.items[-2], Finish)

@@ -71,10 +71,14 @@ class Drafting:
             if room <= 0 or job.slot is None or job.token is None:
                 continue
             space = min(room, self._capacity - len(job.slot.tokens) - 1)  # the next token's cell comes first
-            draft = self._forced(job, job.token, space)
-            job.forced = len(draft)
-            if job.lookup is not None and len(draft) < space:
-                draft += job.lookup.draft(min(job.reach or self.rules.draft, space - len(draft)), after=draft)
+            try:
+                draft = self._forced(job, job.token, space)
+                job.forced = len(draft)
+                if job.lookup is not None and len(draft) < space:
+                    draft += job.lookup.draft(min(job.reach or self.rules.draft, space - len(draft)), after=draft)
+            except Exception as exc:  # a draft is optional: this job decodes without one
+                log.error("a sequence's draft failed; it decodes without one: %r", exc, exc_info=exc)
+                draft, job.forced = [], 0
             job.draft = draft
             room -= len(draft)
             self.drafted += len(draft)
