@@ -9,10 +9,8 @@ from __future__ import annotations
 import contextlib
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -21,7 +19,6 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse
@@ -32,6 +29,9 @@ from asgi_llm.adapters.anthropic import ANTHROPIC
 from asgi_llm.adapters.ollama import OLLAMA
 from asgi_llm.adapters.openai import OPENAI
 from asgi_llm.engines.llamacpp.native import Decoder, Model, new_single_context
+
+from ..test_http.uvicorn_thread import free_port
+from ..test_http.uvicorn_thread import uvicorn_serving as run_uvicorn
 
 MODEL = "SmolLM2-135M-Instruct"
 N_CTX = 2048
@@ -73,35 +73,10 @@ def host_app(api: LLMApp, ollama: LLMApp) -> Starlette:
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class Server:
     url: str
     pool: ModelPool
-
-
-@contextlib.contextmanager
-def run_uvicorn(app: Starlette) -> Iterator[str]:
-    port = _free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="on", ws="none", log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
 
 
 @pytest.fixture(scope="session")
@@ -140,7 +115,7 @@ class CLIServer:
 def _asgi_llm_serve(*args: str, env: dict[str, str] | None = None) -> Iterator[CLIServer]:
     command = shutil.which("asgi-llm", path=str(Path(sys.executable).parent))
     assert command, "the asgi-llm console script is installed"
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [command, "serve", "--port", str(port), "--log-level", "warning", *args],
         stdout=subprocess.PIPE,

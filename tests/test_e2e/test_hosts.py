@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,8 @@ import httpx
 import ollama
 import openai
 import pytest
+
+from ..test_http.uvicorn_thread import free_port
 
 pytestmark = pytest.mark.model
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -86,12 +87,6 @@ class Served:
     url: str
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _wait_healthy(url: str, process: subprocess.Popen[str], log: Path) -> None:
     deadline = time.monotonic() + 60
     while True:
@@ -108,7 +103,7 @@ def _wait_healthy(url: str, process: subprocess.Popen[str], log: Path) -> None:
 @pytest.fixture(scope="module", params=HOSTS, ids=[h.name for h in HOSTS])
 def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     host: Host = request.param
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp(host.name) / "server.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ASGI_LLM", "DJANGO_"))}
     with log.open("w") as out:

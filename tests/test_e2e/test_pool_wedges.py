@@ -20,7 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .conftest import Server, _free_port
+from ..test_http.uvicorn_thread import free_port
+from .conftest import Server
 
 LOAD_BOUND = 15.0  # seconds: loading the packaged model takes about one on a shared CPU
 LOAD_WAIT = 10.0  # the subprocess server's load_wait_seconds
@@ -84,7 +85,7 @@ def test_sigterm_during_a_load_after_an_unload_stops_serve_within_load_wait_seco
     assert command, "the asgi-llm console script is installed"
     config, log = tmp_path / "asgi-llm.toml", tmp_path / "serve.log"
     config.write_text(CONFIG.format(state=tmp_path / "state.sqlite3", wait=LOAD_WAIT))
-    url = f"http://127.0.0.1:{(port := _free_port())}"
+    url = f"http://127.0.0.1:{(port := free_port())}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("ASGI_LLM_")}
     answers: list[httpx.Response | Exception] = []
 

@@ -22,7 +22,7 @@ from asgi_llm.engines.gguf_metadata import read_facts
 from asgi_llm.engines.llamacpp import LlamaCppEngine
 from asgi_llm.engines.memory_estimate import estimate_memory
 
-from .conftest import run_uvicorn
+from ..test_http.uvicorn_thread import uvicorn_serving as run_uvicorn
 
 pytestmark = pytest.mark.model
 
@@ -43,7 +43,7 @@ def url() -> Iterator[str]:
     models = (entry("one", pin=True), entry("two"), entry("three"), entry("huge", prompt_cache_mib=2048))
     settings = Settings(models=models, max_loaded_models=2, memory_budget=3 * cost(models[0]))
     llm = LLMApp(pool=ModelPool(settings), adapters=(OPENAI, OLLAMA))
-    with run_uvicorn(llm) as address:  # type: ignore[arg-type]
+    with run_uvicorn(llm) as address:
         yield address
 
 
@@ -90,7 +90,7 @@ def test_models_dir_serves_each_gguf_by_stem_on_first_use(tmp_path: Path) -> Non
     override = ModelConfig(id="tiny-b", n_ctx=512, parallel=1, n_threads=1)
     settings = Settings(models=(override,), models_dir=str(tmp_path), max_loaded_models=1)
     llm = LLMApp(pool=ModelPool(settings), adapters=(OPENAI, OLLAMA))
-    with run_uvicorn(llm) as address:  # type: ignore[arg-type]
+    with run_uvicorn(llm) as address:
         listed = httpx.get(f"{address}/models").json()["data"]
         assert sorted(m["id"] for m in listed) == ["tiny-a", "tiny-b"] and loaded(address) == []
         assert ask(address, "tiny-b") == "tiny-b"

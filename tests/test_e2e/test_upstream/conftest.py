@@ -12,10 +12,8 @@ import contextlib
 import json
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -24,11 +22,13 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from asgi_llm import ModelConfig, Settings
 from asgi_llm.cli.serve import standalone_app
 from asgi_llm.config import default_model_path
+
+from ...test_http.uvicorn_thread import free_port
+from ...test_http.uvicorn_thread import uvicorn_serving as run_app
 
 UPSTREAM_MODEL = "SmolLM2-135M-Instruct"
 UPSTREAM_CONFIG = """\
@@ -40,12 +40,6 @@ n_ctx = 1024
 n_threads = 1
 embeddings = true
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_until(ready: Callable[[], bool], timeout: float, what: str) -> None:
@@ -145,22 +139,6 @@ def asgi_llm_upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upst
 def llama_cpp_upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
     with running(start_llama_cpp_server(tmp_path_factory.mktemp("llama-cpp-server"))) as upstream:
         yield upstream
-
-
-@contextlib.contextmanager
-def run_app(app: Any) -> Iterator[str]:
-    """An ASGI app under uvicorn in a thread; yields its root URL."""
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, port=port, lifespan="on", ws="none", log_level="warning"))
-    thread = threading.Thread(target=server.run, name="gateway", daemon=True)
-    thread.start()
-    wait_until(lambda: server.started or not thread.is_alive(), 60, "the server starting")
-    assert thread.is_alive()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
 
 
 def run_gateway(settings: Settings) -> contextlib.AbstractContextManager[str]:
