@@ -90,6 +90,19 @@ def _until(sdk: openai.OpenAI, response_id: str, done: tuple[str, ...], timeout:
         time.sleep(0.05)
 
 
+def _usage_of_posts(usage: Path, timeout: float = 30) -> list[dict[str, object]]:
+    """The usage records of POSTs to /responses. A background call's record is written when its ASGI
+    call returns, just after its final state is stored, so a poller may see `completed` first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = usage.read_text().split("\n")[:-1] if usage.exists() else []  # whole lines only
+        records = [json.loads(line) for line in lines]
+        posted = [r for r in records if r["endpoint"] == "/responses" and r["method"] == "POST"]
+        if posted or time.monotonic() > deadline:
+            return posted
+        time.sleep(0.05)
+
+
 def test_polled_to_completion_and_counted_in_usage(sdk: openai.OpenAI, setup: tuple[Path, Path, int]) -> None:
     created = sdk.responses.create(model="default", input="What is 2+2?", background=True, max_output_tokens=24)
     assert created.status == "queued" and created.background is True and created.output == []
@@ -97,8 +110,7 @@ def test_polled_to_completion_and_counted_in_usage(sdk: openai.OpenAI, setup: tu
     final = _until(sdk, created.id, ("completed", "incomplete"))
     assert final.status in ("completed", "incomplete") and final.background is True
     assert final.output_text and final.usage is not None and 0 < final.usage.output_tokens <= 24
-    records = [json.loads(line) for line in setup[1].read_text().splitlines()]
-    posted = [r for r in records if r["endpoint"] == "/responses" and r["method"] == "POST"]
+    posted = _usage_of_posts(setup[1])
     assert posted[-1]["completion_tokens"] == final.usage.output_tokens  # the generation, not just the answer
     assert posted[-1]["prompt_tokens"] == final.usage.input_tokens and posted[-1]["status"] == 200
 
