@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import httpx
 import psycopg
 import pytest
@@ -86,7 +87,10 @@ async def test_one_pool_per_url_shared_by_every_part_and_closed_at_shutdown(
             assert (await http.post("/api/chat", json={"model": "fake", "messages": [], "stream": False})).is_success
         assert len(pools) == 1 and len(redis_clients) == 1 and pool.clients.made == 2
         assert _connections(postgres_server, database) >= 1
-    assert pools[0].closed and _connections(postgres_server, database) == 0
+    assert pools[0].closed
+    with anyio.fail_after(10):  # a server process leaves pg_stat_activity a moment after its client closed
+        while _connections(postgres_server, database):
+            await anyio.sleep(0.05)
 
 
 async def test_closes_run_users_first_and_a_failure_leaves_the_rest() -> None:
