@@ -19,6 +19,13 @@ median over rounds), time to first token p50 and p95 over every request (request
 content chunk), and the ratios ours / theirs. A markdown table goes to stdout and, with
 `--out`, is appended to that file. Without `--llama-server` (or `--build`), ours alone is measured.
 
+Where the time goes, per round and C, for ours: each server thread's CPU per token (the event
+loop, the inference thread, llama.cpp's), and the busiest client process's CPU share of its wall
+time; a client near one core is measuring itself, so `--client-processes N` splits the clients
+over N processes (started together; aggregate = every token / the longest wall time). With
+`--switch-interval S`, ours runs with `sys.setswitchinterval(S)`: how long a thread that wants the
+GIL waits for the holder (Python's default 0.005 s), between the inference thread and the loop.
+
 Same build on both sides: build llama.cpp once (see README, "GPU") and pass `--build DIR`: the
 Python side then loads DIR/bin's libllama (`LLAMA_CPP_LIB_PATH`) and llama-server is
 DIR/bin/llama-server. The package need not be installed: with `asgi_llm` on PYTHONPATH, the server
@@ -28,6 +35,7 @@ Run: python benchmarks/gpu.py [--sizes model,packaged,1b] [--clients 1,16,64,128
      [--requests R] [--rounds K] [--parallel P] [--n-ctx N] [--device gpu|cpu] [--kv-unified]
      [--flash-attn on|off|auto] [--n-batch B] [--n-ubatch U] [--threads T]
      [--build DIR | --llama-server PATH] [--gguf-py DIR] [--work DIR] [--out FILE]
+     [--client-processes N] [--switch-interval S] [--ours-only]
 Smoke test on a CPU: python benchmarks/gpu.py --device cpu --sizes tiny --clients 1,2 --tokens 8
      --rounds 1 --requests 1 --n-ctx 256
 """
@@ -36,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import importlib.metadata
@@ -46,13 +55,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _server import ChildServer
+from _server import ChildServer, concurrent_streams
 from _standin import SHAPES, gguf_module, parse_shape, standin
-from anchors import MODEL_ID, Sample, end_token_bias, load, p
+from anchors import MODEL_ID, Sample, end_token_bias, one_request, p
 
 SERVE = "import sys; from asgi_llm.cli import main; sys.exit(main())"  # `asgi-llm serve`, installed or not
 
@@ -84,7 +94,9 @@ def ours(model: str, args: argparse.Namespace, folder: Path) -> ChildServer:
     settings = {"models": [config], "web_ui": False, "max_pending": 2 * max(args.clients) + args.parallel}
     path = folder / f"serve-{Path(model).stem}.json"
     path.write_text(json.dumps(settings, indent=1))
-    command = [sys.executable, "-c", SERVE, "serve", "--config", str(path), "--log-level", "warning"]
+    switch = "" if args.switch_interval is None else f"sys.setswitchinterval({args.switch_interval}); "
+    serve = SERVE.replace("import sys; ", f"import sys; {switch}", 1)
+    command = [sys.executable, "-c", serve, "serve", "--config", str(path), "--log-level", "warning"]
     return ChildServer("", {}, command=lambda port: [*command, "--port", str(port)])
 
 
@@ -131,10 +143,68 @@ def measure(model: str, args: argparse.Namespace, folder: Path) -> dict[tuple[st
             order = list(sides) if rnd % 2 == 0 else list(reversed(sides))
             for clients in args.clients:
                 for side in order:
-                    rate, samples = asyncio.run(load(sides[side].url, clients, args.requests, args.tokens, bias))
+                    server = sides[side].process
+                    before = thread_cpu(server.pid) if server is not None else {}
+                    rate, samples, client_share = spread(sides[side].url, clients, bias, args)
                     record(figures[side, clients], rate, samples, args.tokens)
+                    if server is not None:
+                        spent = cpu_per_token(before, thread_cpu(server.pid), sum(s.tokens for s in samples))
+                        print(f"  {side} C={clients}: {rate:.0f} tok/s; busiest client process {client_share:.0%}"
+                              f" of a core; server CPU µs/token: {spent}", flush=True)  # fmt: skip
             print(f"  round {rnd + 1}/{args.rounds} done", flush=True)
     return figures
+
+
+def _load_share(url: str, clients: int, bias: dict[str, float], requests: int, tokens: int) -> tuple[Any, ...]:
+    """One client process's part: its samples, wall seconds and CPU share of them (warm-up left out)."""
+    cpu = [0.0]
+    samples, elapsed = asyncio.run(
+        concurrent_streams(
+            url,
+            clients,
+            requests,
+            lambda client: one_request(client, tokens, bias, 0.0),
+            warmed=lambda: cpu.__setitem__(0, time.process_time()),
+        )
+    )
+    return samples, elapsed, (time.process_time() - cpu[0]) / elapsed
+
+
+def spread(url: str, clients: int, bias: dict[str, float], args: argparse.Namespace) -> tuple[float, list[Any], float]:
+    """`clients` over up to `--client-processes` processes: aggregate tokens/s, every sample, and
+    the busiest process's CPU share (in this process when there is one)."""
+    shares = [
+        clients // args.client_processes + (i < clients % args.client_processes) for i in range(args.client_processes)
+    ]
+    shares = [share for share in shares if share]
+    if len(shares) == 1:
+        parts = [_load_share(url, clients, bias, args.requests, args.tokens)]
+    else:
+        with concurrent.futures.ProcessPoolExecutor(len(shares)) as pool:
+            futures = [pool.submit(_load_share, url, share, bias, args.requests, args.tokens) for share in shares]
+            parts = [future.result() for future in futures]
+    samples = [sample for part in parts for sample in part[0]]
+    return sum(s.tokens for s in samples) / max(part[1] for part in parts), samples, max(part[2] for part in parts)
+
+
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of each thread of `pid` (Linux /proc), by `name:tid` (the main thread, the
+    event loop of ours, named `loop`); empty where unreadable."""
+    found = {}
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+                name = "loop" if tid == str(pid) else Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+                found[f"{name}:{tid}"] = (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+    return found
+
+
+def cpu_per_token(before: dict[str, float], after: dict[str, float], tokens: int) -> str:
+    """The threads that spent CPU, busiest first, in µs per token."""
+    spent = {key: after[key] - before.get(key, 0.0) for key in after}
+    busy = sorted((key for key in spent if spent[key] > 0), key=lambda key: -spent[key])[:6]
+    return ", ".join(f"{key.split(':')[0]} {1e6 * spent[key] / max(tokens, 1):.0f}" for key in busy) or "unreadable"
 
 
 def record(figures: Figures, rate: float, samples: list[Sample], tokens: int) -> None:
@@ -230,6 +300,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--gguf-py", default=None, help="folder holding gguf-py's `gguf` package, if not installed")
     parser.add_argument("--work", type=Path, default=None, help="where stand-ins are kept (default: a temporary one)")
     parser.add_argument("--out", type=Path, default=None, help="also append the table to this file")
+    parser.add_argument("--client-processes", type=int, default=1, help="processes the clients are spread over")
+    parser.add_argument("--switch-interval", type=float, default=None, help="ours: sys.setswitchinterval(S)")
+    parser.add_argument("--ours-only", action="store_true", help="leave llama-server out (--build still builds ours)")
     args = parser.parse_args(argv)
     args.sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
     args.clients = [int(c) for c in args.clients.split(",")]
@@ -237,6 +310,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.build is not None:
         os.environ["LLAMA_CPP_LIB_PATH"] = str(args.build / "bin")  # this process's llama_cpp and the child's
         args.llama_server = args.llama_server or str(args.build / "bin" / "llama-server")
+    if args.ours_only:
+        args.llama_server = None
     if args.model is None:
         from asgi_llm.config import default_model_path
 
