@@ -62,6 +62,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.core",
         "asgi_llm.engines.llamacpp.batching",
         "asgi_llm.engines.llamacpp.lookup",
+        "asgi_llm.engines.llamacpp.draft_payoff",
     ),
     "asgi_llm.engines.llamacpp.cache_reading": (
         "asgi_llm.engines.llamacpp.jobs",
@@ -79,7 +80,11 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.engines.llamacpp.prompt_files",
         "asgi_llm.engines.llamacpp.speculation",
     ),
-    "asgi_llm.engines.llamacpp.speculation": ("asgi_llm.engines.llamacpp.jobs",),
+    "asgi_llm.engines.llamacpp.speculation": (
+        "asgi_llm.engines.llamacpp.jobs",
+        "asgi_llm.engines.llamacpp.draft_payoff",
+    ),
+    "asgi_llm.engines.llamacpp.draft_payoff": (),
     "asgi_llm.engines.llamacpp.lookup": (),
     "asgi_llm.engines.llamacpp.batch_plan": (
         "asgi_llm.engines.llamacpp.jobs",

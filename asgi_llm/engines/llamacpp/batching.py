@@ -138,7 +138,10 @@ class Scheduler:
             self.drafting.propose(self._active, self._batch)
         batch, fed = plan(self._active, self._batch, self._chunk)
         if batch:
+            started, prompts = time.perf_counter(), any(job.token is None for job, _, _ in fed)
             self._decode(batch, fed)
+            if self.drafting is not None and not prompts:
+                self.drafting.timed(len(batch), time.perf_counter() - started)
         if self.faults != faults and (broken := self.violations()):
             log.error("the scheduler's invariants failed after a fault: %s", "; ".join(broken))
             self.broken = True

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ...core.events import EngineEvent, GenerationEvent
+from .draft_payoff import Acceptance
 from .lookup import PromptLookup
 
 if TYPE_CHECKING:
@@ -190,6 +191,7 @@ class Job:
     lookup: PromptLookup | None = None  # its prompt and output so far, where it drafts (speculation.py)
     draft: list[int] = field(default_factory=list)  # tokens decoded after `token` this step, to verify
     reach: int = 0  # the most tokens it drafts next (speculation.py adapts it)
+    acceptance: Acceptance = field(default_factory=Acceptance)  # of its lookup drafts (draft_payoff.py)
     forced: int = 0  # of `draft`, the first tokens its choice's grammar forced (speculation.py)
 
 

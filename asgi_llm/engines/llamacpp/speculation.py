@@ -14,9 +14,11 @@ tokens other than the model's own is just not picked where it differs.
 
 Drafting steps back where it would cost more than it gives: a decode of a few tokens costs about
 what one token does (reading the weights dominates), a full one costs per token. So drafts fill
-a step only up to `step_tokens` decoded tokens, the running sequences' own counted first, and a
+a step only up to `step_tokens` decoded tokens, the running sequences' own counted first; a
 sequence's lookup reach halves to what it last had accepted, plus one, when a draft misses,
-doubling again while drafts are taken whole.
+doubling again while drafts are taken whole; and a sequence whose own measured acceptance is below
+the share of the step's cost that its tokens make does not draft from its past (draft_payoff.py:
+the busier the batch, the better drafts must do).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .draft_payoff import DraftPayoff
 from .jobs import Backend, Job
 
 __all__ = ["Drafting", "SpeculationRules", "Spell", "unpick"]
@@ -52,7 +55,9 @@ class Drafting:
     `settle` after each sequence's picks at its drafted positions. Without `spell`, nothing
     forced is drafted."""
 
-    def __init__(self, rules: SpeculationRules, capacity: int, spell: Spell | None = None) -> None:
+    def __init__(
+        self, rules: SpeculationRules, capacity: int, spell: Spell | None = None, payoff: DraftPayoff | None = None
+    ) -> None:
         self.rules = rules
         self._capacity = capacity  # positions per sequence
         self._spell = spell
@@ -60,12 +65,19 @@ class Drafting:
         self.accepted = 0  # of those, the ones the choices picked
         self.forced = 0  # of `drafted`, the tokens a grammar forced
         self.forced_accepted = 0  # of those, the ones the choices picked
+        self.payoff = payoff or DraftPayoff()
+
+    def timed(self, tokens: int, seconds: float) -> None:
+        """A step of running sequences and drafts only (no prompt) decoded `tokens` tokens and
+        picked from them in `seconds`."""
+        self.payoff.timed(tokens, seconds)
 
     def propose(self, active: list[Job], batch: int) -> None:
         """Set the draft of each running sequence that drafts, within the step's token budget
         (and the `batch` a decode takes): what its grammar forces, then what its lookup finds."""
         running = [job for job in active if job.token is not None and job.slot is not None]
         room = min(self.rules.step_tokens, batch) - len(running)
+        bar = self.payoff.bar(len(running)) if room > 0 else 1.0
         for job in running:
             job.draft, job.forced = [], 0
             if room <= 0 or job.slot is None or job.token is None:
@@ -75,7 +87,8 @@ class Drafting:
                 draft = self._forced(job, job.token, space)
                 job.forced = len(draft)
                 if job.lookup is not None and len(draft) < space:
-                    draft += job.lookup.draft(min(job.reach or self.rules.draft, space - len(draft)), after=draft)
+                    most = self.payoff.allowance(job.acceptance, bar, job.reach or self.rules.draft)
+                    draft += job.lookup.draft(min(most, space - len(draft)), after=draft) if most else []
             except Exception as exc:  # a draft is optional: this job decodes without one
                 log.error("a sequence's draft failed; it decodes without one: %r", exc, exc_info=exc)
                 draft, job.forced = [], 0
@@ -102,6 +115,7 @@ class Drafting:
             "acceptance": rate,
             "forced": self.forced,
             "forced_accepted": self.forced_accepted,
+            "stepped_back": self.payoff.stepped_back,
         }
 
     def settle(self, job: Job, drafted: int, taken: int) -> None:
@@ -113,6 +127,7 @@ class Drafting:
         looked, taken = drafted - forced, taken - forced
         if not looked or taken < 0:
             return
+        job.acceptance.judged(looked, taken)
         most = self.rules.draft
         job.reach = min(most, 2 * (job.reach or most)) if taken == looked else taken + 1
 

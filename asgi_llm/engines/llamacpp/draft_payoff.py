@@ -1,0 +1,93 @@
+"""Whether drafting from a sequence's past pays this step, from what steps have cost and what
+drafts have won.
+
+A decode's time grows with its tokens: t(n) ≈ fixed + per_token·n (reading the weights is the
+fixed part; a GPU's per-token part is small, a CPU's at a few streams is not). A step of R running
+sequences plus D drafted tokens, a fraction `a` of them accepted, makes R + a·D tokens in
+fixed + per_token·(R + D): more tokens a second than the plain step exactly when
+a > per_token·R / (fixed + per_token·R), the share of the plain step that grows with its tokens.
+So the busier the batch, the better drafts must do. The cost is the model's, measured over its
+steps; the acceptance each sequence's own (a repeating reply drafts well beside a story that does
+not). Both are measured as the model serves (recent ones weigh most: `DECAY`), and one asking in
+`PROBE` drafts whatever the verdict, so a sequence's figure stays current once it has stepped back.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Acceptance", "DraftPayoff"]
+
+DECAY = 0.97
+"""The weight an observation keeps per newer one (about the last 30 steps count)."""
+PROBE = 16
+"""One asking in this many drafts whatever the figures say, to keep them measured."""
+PROBE_TOKENS = 2
+"""The most a sequence drafts to measure its acceptance, while a draft must earn its cost."""
+WARM = 4.0
+"""Weighted steps seen before the cost is trusted."""
+
+
+class Acceptance:
+    """One sequence's drafts from its past: how many of them its choice picked (recent ones
+    weigh most), and how often it has been asked whether to draft."""
+
+    def __init__(self) -> None:
+        self.drafted = self.taken = 0.0
+        self.asked = 0
+
+    def judged(self, drafted: int, taken: int) -> None:
+        self.drafted = self.drafted * DECAY + drafted
+        self.taken = self.taken * DECAY + taken
+
+    @property
+    def rate(self) -> float | None:
+        return self.taken / self.drafted if self.drafted > 0 else None
+
+
+class DraftPayoff:
+    """A model's decode cost by batch size (decayed least squares), on the inference thread, and
+    the verdict for each sequence's acceptance."""
+
+    def __init__(self) -> None:
+        self._weight = self._tokens = self._seconds = self._squares = self._products = 0.0
+        self.stepped_back = 0  # sequence steps that did not draft from their past, by this verdict
+
+    def timed(self, tokens: int, seconds: float) -> None:
+        """A step that decoded `tokens` tokens of running sequences and drafts, and no prompt,
+        took `seconds` (its decode and its picks)."""
+        self._weight = self._weight * DECAY + 1
+        self._tokens = self._tokens * DECAY + tokens
+        self._seconds = self._seconds * DECAY + seconds
+        self._squares = self._squares * DECAY + tokens * tokens
+        self._products = self._products * DECAY + tokens * seconds
+
+    def cost(self) -> tuple[float, float] | None:
+        """(fixed, per_token) seconds of a step; None until enough steps of different sizes."""
+        spread = self._weight * self._squares - self._tokens * self._tokens  # weight² × the variance
+        if self._weight < WARM or spread < 0.05 * self._weight * self._weight:
+            return None
+        per_token = (self._weight * self._products - self._tokens * self._seconds) / spread
+        return (self._seconds - per_token * self._tokens) / self._weight, per_token
+
+    def bar(self, running: int) -> float:
+        """The acceptance a draft needs, beside `running` sequences' tokens, to make more tokens
+        a second: the share of the plain step's cost its tokens make (0 while unmeasured)."""
+        cost = self.cost()
+        if cost is None:
+            return 0.0
+        fixed, per_token = cost
+        per_token = max(per_token, 0.0)
+        plain = fixed + per_token * running
+        return min(1.0, per_token * running / plain) if plain > 0 else 0.0
+
+    def allowance(self, record: Acceptance, bar: float, most: int) -> int:
+        """How many tokens the sequence of `record` may draft from its past this step: `most`
+        where its acceptance is over `bar` (or nothing is asked of it: a bar of 0); `PROBE_TOKENS`
+        while its acceptance is unmeasured and at every `PROBE`th asking; else none."""
+        record.asked += 1
+        rate = record.rate
+        if bar <= 0.0 or (rate is not None and rate > bar):
+            return most
+        if rate is None or record.asked % PROBE == 0:
+            return min(most, PROBE_TOKENS)
+        self.stepped_back += 1
+        return 0

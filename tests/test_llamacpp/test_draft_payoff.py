@@ -1,0 +1,95 @@
+"""Whether drafts pay: the step cost fitted from timed steps, the acceptance a draft needs beside
+a busier batch, and the scheduler stepping back for sequences whose drafts miss, with output
+unchanged and no fewer tokens per unit of (modelled) step time."""
+
+from __future__ import annotations
+
+import pytest
+
+from asgi_llm.engines.llamacpp.batching import Scheduler
+from asgi_llm.engines.llamacpp.draft_payoff import PROBE, PROBE_TOKENS, Acceptance, DraftPayoff
+from asgi_llm.engines.llamacpp.jobs import Job
+from asgi_llm.engines.llamacpp.lookup import PromptLookup
+from asgi_llm.engines.llamacpp.speculation import Drafting, SpeculationRules
+
+from .sequence_model import Model, Request
+from .test_speculation import Oracle, Rule, cyclic, hashed, steps
+
+
+def test_the_cost_is_fitted_from_steps_of_different_sizes() -> None:
+    payoff = DraftPayoff()
+    assert payoff.cost() is None and payoff.bar(4) == 0.0  # unmeasured: drafts go
+    for tokens in [4, 4, 4, 4, 4]:
+        payoff.timed(tokens, 0.010 + 0.002 * tokens)
+    assert payoff.cost() is None  # one size says nothing of the slope
+    for tokens in [4, 12, 6, 9, 4, 16]:
+        payoff.timed(tokens, 0.010 + 0.002 * tokens)
+    fixed, per_token = payoff.cost() or (0.0, 0.0)
+    assert fixed == pytest.approx(0.010) and per_token == pytest.approx(0.002)
+    assert payoff.bar(1) == pytest.approx(0.002 / 0.012)
+    assert payoff.bar(4) == pytest.approx(0.008 / 0.018)
+    assert payoff.bar(4) > payoff.bar(1)  # busier: drafts must do better
+
+
+def test_a_sequence_under_the_bar_steps_back_but_probes() -> None:
+    payoff, record = DraftPayoff(), Acceptance()
+    assert payoff.allowance(record, 0.0, 8) == 8  # nothing asked of drafts: all they find
+    assert payoff.allowance(record, 0.5, 8) == PROBE_TOKENS  # its drafts not yet judged: a probe
+    record.judged(8, 2)
+    allowed = [payoff.allowance(record, 0.5, 8) for _ in range(2 * PROBE)]
+    assert sorted(allowed)[-2:] == [PROBE_TOKENS] * 2 and allowed.count(0) == 2 * PROBE - 2
+    assert payoff.stepped_back == 2 * PROBE - 2
+    record.judged(8, 8)  # it drafts well now: recent drafts weigh most
+    assert record.rate is not None and record.rate > 0.5 and payoff.allowance(record, 0.5, 8) == 8
+
+
+class Pinned(DraftPayoff):
+    """A payoff whose step cost is given, not timed: (fixed, per_token) in model time."""
+
+    def __init__(self, fixed: float, per_token: float) -> None:
+        super().__init__()
+        self.pinned = (fixed, per_token)
+
+    def cost(self) -> tuple[float, float]:
+        return self.pinned
+
+
+def run(rule: Rule, payoff: DraftPayoff | None, tokens: int = 60) -> tuple[list[list[int]], float, Drafting | None]:
+    """Four streams of `rule`: their outputs, their aggregate tokens per unit of model time while
+    all four run (as four clients sending one request after another keep four running; a step
+    costs 1 + 1 per token decoded: a CPU at a few streams, where every token costs), and the
+    drafting."""
+    prompts = [[1, 2, 3, 4, 1, 2, 3, 4, 5], [2, 3, 4, 2, 3, 4, 2], [6, 5, 6, 5, 6], [1, 1, 2, 2, 1, 1]]
+    model = Model(len(prompts))
+    drafting = Drafting(SpeculationRules(draft=8), capacity=256, payoff=payoff) if payoff is not None else None
+    scheduler = Scheduler(model, slots=len(prompts), batch=64, chunk=16, drafting=drafting)
+    choices = [Oracle(model, rule, tokens) for _ in prompts]
+    jobs = [
+        Job(Request(1).ticket, list(p), c, lookup=PromptLookup(p) if payoff else None)
+        for p, c in zip(prompts, choices, strict=True)
+    ]
+    scheduler.submit(jobs)
+    spent, rate = 0.0, 0.0
+    for _ in steps(scheduler):
+        spent += 1 + len(model.last)
+        if not rate and any(len(c.out) >= tokens for c in choices):
+            rate = sum(len(c.out) for c in choices) / spent
+    return [c.out for c in choices], rate, drafting
+
+
+def test_drafts_that_miss_beside_a_busy_batch_step_back_and_cost_no_throughput() -> None:
+    plain, plain_rate, _ = run(hashed, None)
+    always, always_rate, eager = run(hashed, Pinned(1.0, 0.0))  # drafts look free: always drafted
+    judged, judged_rate, careful = run(hashed, Pinned(1.0, 1.0))  # at 4 streams a draft must hit 80%
+    assert plain == always == judged
+    assert eager is not None and careful is not None
+    assert careful.payoff.stepped_back > 0 and careful.drafted < eager.drafted / 2
+    assert always_rate < 0.97 * plain_rate  # drafting whatever it costs is slower here
+    assert judged_rate >= 0.97 * plain_rate  # stepping back is not
+
+
+def test_drafts_that_hit_go_on_beside_a_busy_batch() -> None:
+    plain, plain_rate, _ = run(cyclic(4), None)
+    judged, judged_rate, careful = run(cyclic(4), Pinned(1.0, 1.0))
+    assert judged == plain and careful is not None and careful.accepted > 100
+    assert judged_rate >= plain_rate
