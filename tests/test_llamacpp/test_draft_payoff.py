@@ -84,6 +84,7 @@ def test_drafts_that_miss_beside_a_busy_batch_step_back_and_cost_no_throughput()
     assert plain == always == judged
     assert eager is not None and careful is not None
     assert careful.payoff.stepped_back > 0 and careful.drafted < eager.drafted / 2
+    assert careful.describe()["stepped_back"] == careful.payoff.stepped_back  # the operator's view
     assert always_rate < 0.97 * plain_rate  # drafting whatever it costs is slower here
     assert judged_rate >= 0.97 * plain_rate  # stepping back is not
 
