@@ -140,7 +140,7 @@ def test_lookup_drafts_after_the_forced_ones() -> None:
     assert choice.asked == ["DE"]
     assert job.draft == [ord("D"), ord("E"), ord("F"), ord(" "), ord("x")]  # D forced, then what followed "CD"
     assert job.forced == 1
-    drafting.settle(job, len(job.draft), 2)  # D and E taken: the lookup's draft missed at its second
+    drafting.settle(job, len(job.draft), 2, None)  # D and E taken: the lookup's draft missed at its second
     assert (drafting.accepted, drafting.forced_accepted, job.reach) == (2, 1, 2)
 
 

@@ -141,13 +141,13 @@ def test_drafting_steps_back_when_the_running_sequences_fill_the_step() -> None:
 def test_a_miss_shrinks_the_reach_and_whole_drafts_grow_it() -> None:
     drafting = Drafting(SpeculationRules(draft=8), capacity=100)
     job = Job(Request(1).ticket, [1], Oracle(Model(1), hashed, 1))
-    drafting.settle(job, 8, 2)
+    drafting.settle(job, 8, 2, None)
     assert job.reach == 3
-    drafting.settle(job, 3, 3)
+    drafting.settle(job, 3, 3, None)
     assert job.reach == 6
-    drafting.settle(job, 6, 6)
+    drafting.settle(job, 6, 6, None)
     assert job.reach == 8
-    drafting.settle(job, 0, 0)
+    drafting.settle(job, 0, 0, None)
     assert job.reach == 8 and drafting.accepted == 11
 
 

@@ -310,7 +310,7 @@ class Scheduler:
             self._fail(job, exc, "generating its output", keep_cache=unpick(self._backend, job, len(draft) - taken))
             return
         if self.drafting is not None:
-            self.drafting.settle(job, len(draft), taken)
+            self.drafting.settle(job, len(draft), taken, token)
         if not unpick(self._backend, job, len(draft) - taken):
             self._fail(job, RuntimeError("a draft's cells could not be dropped"), "dropping a draft")
             return

@@ -8,8 +8,9 @@ fixed + per_token·(R + D): more tokens a second than the plain step exactly whe
 a > per_token·R / (fixed + per_token·R), the share of the plain step that grows with its tokens.
 So the busier the batch, the better drafts must do. The cost is the model's, measured over its
 steps; the acceptance each sequence's own (a repeating reply drafts well beside a story that does
-not). Both are measured as the model serves (recent ones weigh most: `DECAY`), and one asking in
-`PROBE` drafts whatever the verdict, so a sequence's figure stays current once it has stepped back.
+not). Both are measured as the model serves, recent ones weighing most; a sequence that stepped
+back is judged on what its lookup would have drafted, at no cost, and one asking in `PROBE`
+drafts a little whatever the verdict.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from __future__ import annotations
 __all__ = ["Acceptance", "DraftPayoff"]
 
 DECAY = 0.97
-"""The weight an observation keeps per newer one (about the last 30 steps count)."""
+"""The weight a step's cost keeps per newer one (about the last 30 steps count)."""
+RECENT = 0.3
+"""The weight of a sequence's latest draft in its acceptance."""
 PROBE = 16
 """One asking in this many drafts whatever the figures say, to keep them measured."""
 PROBE_TOKENS = 2
@@ -27,20 +30,44 @@ WARM = 4.0
 
 
 class Acceptance:
-    """One sequence's drafts from its past: how many of them its choice picked (recent ones
-    weigh most), and how often it has been asked whether to draft."""
+    """One sequence's drafts from its past: the share of drafted tokens its choice picked, a
+    moving average over its recent drafts (`RECENT`). While it drafts nothing, the draft its
+    lookup would have made (`shadow`) is judged against its picks as they come, as a draft
+    would have been: a sequence that stepped back sees when its text turns to copying again."""
 
     def __init__(self) -> None:
-        self.drafted = self.taken = 0.0
+        self.rate: float | None = None
         self.asked = 0
+        self.shadow: list[int] = []
+        self._matched = 0  # of `shadow`, the tokens its picks have matched so far
 
-    def judged(self, drafted: int, taken: int) -> None:
-        self.drafted = self.drafted * DECAY + drafted
-        self.taken = self.taken * DECAY + taken
+    def judged(self, drafted: int, taken: int, prior: float | None = None) -> None:
+        """Its choice picked `taken` of `drafted` tokens; its first drafts are weighed against
+        `prior`, the model's acceptance, as later ones are against its own."""
+        if drafted:
+            share, rate = taken / drafted, self.rate if self.rate is not None else prior
+            self.rate = share if rate is None else (1 - RECENT) * rate + RECENT * share
 
-    @property
-    def rate(self) -> float | None:
-        return self.taken / self.drafted if self.drafted > 0 else None
+    def watch(self, draft: list[int]) -> None:
+        """In a step it drafts nothing: `draft` is what its lookup would have drafted, judged by
+        its picks from the next on (unless a shadow is still being judged)."""
+        if not self.shadow:
+            self.shadow, self._matched = draft, 0
+
+    def picked(self, token: int | None) -> None:
+        """The choice's one pick in a step it drafted nothing (None: it drafted, and the shadow
+        is dropped unjudged)."""
+        if not self.shadow:
+            return
+        if token is not None and token == self.shadow[self._matched]:
+            self._matched += 1
+            if self._matched < len(self.shadow):
+                return
+        elif token is None:
+            self.shadow, self._matched = [], 0
+            return
+        self.judged(len(self.shadow), self._matched)
+        self.shadow, self._matched = [], 0
 
 
 class DraftPayoff:
@@ -50,6 +77,13 @@ class DraftPayoff:
     def __init__(self) -> None:
         self._weight = self._tokens = self._seconds = self._squares = self._products = 0.0
         self.stepped_back = 0  # sequence steps that did not draft from their past, by this verdict
+        self.prior: float | None = None  # the model's acceptance: a new sequence's, until its own is judged
+
+    def judged(self, drafted: int, taken: int) -> None:
+        """Of `drafted` tokens some sequence drafted from its past, its choice picked `taken`."""
+        if drafted:
+            share = taken / drafted
+            self.prior = share if self.prior is None else (1 - RECENT) * self.prior + RECENT * share
 
     def timed(self, tokens: int, seconds: float) -> None:
         """A step that decoded `tokens` tokens of running sequences and drafts, and no prompt,
@@ -81,10 +115,11 @@ class DraftPayoff:
 
     def allowance(self, record: Acceptance, bar: float, most: int) -> int:
         """How many tokens the sequence of `record` may draft from its past this step: `most`
-        where its acceptance is over `bar` (or nothing is asked of it: a bar of 0); `PROBE_TOKENS`
-        while its acceptance is unmeasured and at every `PROBE`th asking; else none."""
+        where its acceptance (the model's, until its own drafts are judged) is over `bar`, or
+        nothing is asked of it (a bar of 0); `PROBE_TOKENS` while both are unmeasured and at every
+        `PROBE`th asking; else none."""
         record.asked += 1
-        rate = record.rate
+        rate = record.rate if record.rate is not None else self.prior
         if bar <= 0.0 or (rate is not None and rate > bar):
             return most
         if rate is None or record.asked % PROBE == 0:

@@ -88,7 +88,10 @@ class Drafting:
                 job.forced = len(draft)
                 if job.lookup is not None and len(draft) < space:
                     most = self.payoff.allowance(job.acceptance, bar, job.reach or self.rules.draft)
-                    draft += job.lookup.draft(min(most, space - len(draft)), after=draft) if most else []
+                    if most:
+                        draft += job.lookup.draft(min(most, space - len(draft)), after=draft)
+                    elif not draft and not job.acceptance.shadow:  # what it would have drafted, judged by its picks
+                        job.acceptance.watch(job.lookup.draft(job.reach or self.rules.draft))
             except Exception as exc:  # a draft is optional: this job decodes without one
                 log.error("a sequence's draft failed; it decodes without one: %r", exc, exc_info=exc)
                 draft, job.forced = [], 0
@@ -118,16 +121,19 @@ class Drafting:
             "stepped_back": self.payoff.stepped_back,
         }
 
-    def settle(self, job: Job, drafted: int, taken: int) -> None:
+    def settle(self, job: Job, drafted: int, taken: int, token: int | None) -> None:
         """`job` picked `taken` of the `drafted` tokens it drafted this step (its `forced` ones
-        first): its next lookup reach, from how its lookup draft fared, where one was verified."""
+        first), `token` first: its next lookup reach and its acceptance, from how its lookup
+        draft fared, where one was verified (or would have been: `Acceptance.shadow`)."""
+        job.acceptance.picked(token if not drafted else None)
         forced, job.forced = min(job.forced, drafted), 0
         self.accepted += taken
         self.forced_accepted += min(taken, forced)
         looked, taken = drafted - forced, taken - forced
         if not looked or taken < 0:
             return
-        job.acceptance.judged(looked, taken)
+        job.acceptance.judged(looked, taken, self.payoff.prior)
+        self.payoff.judged(looked, taken)
         most = self.rules.draft
         job.reach = min(most, 2 * (job.reach or most)) if taken == looked else taken + 1
 
