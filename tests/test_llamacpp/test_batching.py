@@ -82,9 +82,7 @@ class Counting:
         self.closed = True
 
 
-def submit(
-    scheduler: Scheduler, prompt: list[int], tokens: int, *, choices: int = 1, first: int = 100
-) -> tuple[Ticket, Inbox, list[Job]]:
+def submit(scheduler: Scheduler, prompt: list[int], tokens: int, *, choices: int = 1, first: int = 100) -> tuple[Ticket, Inbox, list[Job]]:
     inbox = Inbox()
     ticket = Ticket(inbox, choices)
     group = object()
@@ -111,11 +109,7 @@ def test_running_choices_decode_in_one_batch_per_step() -> None:
     run(scheduler)
     first = backend.batches[0]
     assert [(t.token, t.position, t.sequence, t.logits) for t in first] == [
-        (1, 0, 0, False),
-        (2, 1, 0, False),
-        (3, 2, 0, True),
-        (4, 0, 1, False),
-        (5, 1, 1, True),
+        (1, 0, 0, False), (2, 1, 0, False), (3, 2, 0, True), (4, 0, 1, False), (5, 1, 1, True)
     ]
     second = backend.batches[1]
     assert [(t.token, t.position, t.sequence) for t in second] == [(100, 3, 0), (200, 2, 1)]
@@ -279,17 +273,8 @@ def test_each_batch_is_laid_out_by_sequence_id_and_rows_follow_it() -> None:
         assert [t.sequence for t in batch] == sorted(t.sequence for t in batch)
     # a takes sequence 1 (next to c's 2), b sequence 0; the second step reads both prompts beside c's
     # next token, laid out 0, 1, 2 whatever the order they were planned in
-    assert [(t.sequence, t.logits) for t in backend.batches[1]] == [
-        (0, False),
-        (0, True),
-        (1, False),
-        (1, True),
-        (2, True),
-    ]
-    texts = {
-        name: [i.text for i in inbox.items if isinstance(i, TextDelta)]
-        for name, inbox in (("a", a), ("b", b), ("c", c))
-    }
+    assert [(t.sequence, t.logits) for t in backend.batches[1]] == [(0, False), (0, True), (1, False), (1, True), (2, True)]
+    texts = {name: [i.text for i in inbox.items if isinstance(i, TextDelta)] for name, inbox in (("a", a), ("b", b), ("c", c))}
     assert texts["c"][1] == "301@4" and texts["a"][0] == "100@3" and texts["b"][0] == "200@1"
 
 

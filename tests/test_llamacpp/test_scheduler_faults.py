@@ -78,15 +78,10 @@ class FaultyChoice(Scripted):
         self.faulty._maybe("close")
 
 
-def _submit(
-    scheduler: Scheduler, model: FaultyModel, prompt: list[int], *, choices: int = 1, tokens: int = 3
-) -> Request:
+def _submit(scheduler: Scheduler, model: FaultyModel, prompt: list[int], *, choices: int = 1, tokens: int = 3) -> Request:
     request = Request(choices)
     group = object()
-    jobs = [
-        Job(request.ticket, prompt, FaultyChoice(model, prompt, tokens, 50_000 + 1000 * i), group=group)
-        for i in range(choices)
-    ]
+    jobs = [Job(request.ticket, prompt, FaultyChoice(model, prompt, tokens, 50_000 + 1000 * i), group=group) for i in range(choices)]
     scheduler.submit(jobs)
     return request
 
@@ -104,9 +99,7 @@ KINDS = ["decode", "forget", "copy", "save", "restore", "begin", "step", "close"
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_fault_at_each_kind_of_call_ends_only_the_request_it_was_for(
-    kind: str, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_fault_at_each_kind_of_call_ends_only_the_request_it_was_for(kind: str, caplog: pytest.LogCaptureFixture) -> None:
     model = FaultyModel(2, kind)
     scheduler = Scheduler(model, slots=2, batch=64, chunk=64, cache=PromptCache(10**6))
     first = _submit(scheduler, model, [*SYSTEM, 1, 2, 3])
