@@ -74,8 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--prompt-cache-dir", metavar="DIR", help="save prompts that took long to read here, for after a restart"
     )
     gpu.add_argument(
-        "--speculative", choices=["off", "ngram"], help="draft tokens from each prompt and output (ngram: prompt lookup)"
+        "--speculative",
+        choices=["off", "ngram", "draft"],
+        help="draft tokens from each prompt and output (ngram: prompt lookup), or by --draft-model (draft)",
     )
+    gpu.add_argument("--draft-model", metavar="GGUF", help="a smaller model with the same vocabulary that drafts")
     gpu.add_argument(
         "--flash-attn",
         nargs="?",
@@ -97,6 +100,7 @@ _MODEL_OPTIONS = (
     "flash_attn",
     "prompt_cache_dir",
     "speculative",
+    "draft_model",
 )
 
 

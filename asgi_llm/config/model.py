@@ -97,14 +97,19 @@ class ModelConfig(BaseModel):
     prompt_cache_disk_mib: int = Field(
         default=4096, ge=1, description="Disk (MiB) the saved prompts may take; the least recently used go first."
     )
-    speculative: Literal["off", "ngram"] = Field(
+    speculative: Literal["off", "ngram", "draft"] = Field(
         default="off",
         description="Speculative decoding: ngram = each sequence drafts from its prompt and output so far (prompt "
-        "lookup), verified in the step's one decode; output is unchanged. What a grammar forces next is drafted "
-        "either way. See docs/performance.md.",
+        "lookup); draft = `draft_model` guesses for every sequence; either way verified in the step's one decode, "
+        "and output is unchanged. What a grammar forces next is drafted always. See docs/performance.md.",
+    )
+    draft_model: str | None = Field(
+        default=None,
+        description='With speculative = "draft": a smaller GGUF with the same vocabulary (checked at load), '
+        "loaded beside the model with as many sequences and positions; its memory counts in the model's.",
     )
     speculative_draft: int = Field(
-        default=8, ge=1, le=64, description="The most tokens a sequence drafts by lookup a step."
+        default=8, ge=1, le=64, description="The most tokens a sequence drafts a step (by lookup or draft model)."
     )
     speculative_ngram: int = Field(
         default=4, ge=2, le=16, description="The longest n-gram a draft follows (down to bigrams)."
@@ -189,6 +194,10 @@ class ModelConfig(BaseModel):
             )
         if self.mmproj is not None and self.is_upstream:
             raise ValueError(f"model {self.id!r}: mmproj is for a local model (an upstream reads images itself)")
+        if (self.speculative == "draft") != (self.draft_model is not None):
+            raise ValueError(f'model {self.id!r}: speculative = "draft" and draft_model go together')
+        if self.draft_model is not None and self.is_upstream:
+            raise ValueError(f"model {self.id!r}: draft_model is for a local model")
         if self.embedding_dimensions and not self.embeddings:
             raise ValueError(f"model {self.id!r}: embedding_dimensions needs embeddings = true")
         return self

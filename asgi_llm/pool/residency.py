@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import anyio
 
-from ..config import Settings
+from ..config import ModelConfig, Settings
 from ..core import InsufficientMemory, ModelFacts, ModelNotReady, Overloaded
 from ..core.memory import MemoryEstimate
 from ..engines.gguf_metadata import read_facts
@@ -114,7 +114,7 @@ class Residency:
             adapters=adapters_size(config),
             projector=projector_size(config),
         )
-        entry.estimated(facts, cost)
+        entry.estimated(facts, cost + draft_cost(config, gpus) if config.draft_model else cost)
 
     def startup(self, entries: Iterable[ModelEntry]) -> list[ModelEntry]:
         """Those of `entries` (startup models, in config order) that fit the limits together
@@ -215,3 +215,15 @@ class Residency:
                         f"models to finish; loading it would exceed {short.text}.",
                         retry_after=settings.retry_after_seconds,
                     ) from None
+
+
+def draft_cost(config: ModelConfig, gpus: int) -> MemoryEstimate:
+    """What `config`'s draft model adds: its weights, and a KV cache and compute buffers of as many
+    sequences and positions (none where its file cannot be read: its load fails with its own error)."""
+    assert config.draft_model is not None
+    alone = {"path": config.draft_model, "lora": (), "mmproj": None, "prompt_cache_mib": 0, "embeddings": False}
+    drafting = config.model_copy(update=alone)
+    try:
+        return estimate_memory(drafting, read_facts(config.draft_model), file_size(drafting), gpus=gpus)
+    except (OSError, ValueError):
+        return MemoryEstimate()

@@ -30,6 +30,15 @@ def test_model_and_gpu_options() -> None:
     assert model.prompt_cache_dir == "/var/cache/prompts" and model.speculative == "ngram"
 
 
+def test_a_draft_model_drafts_with_speculative_draft_only() -> None:
+    (model,) = settings_for("--speculative", "draft", "--draft-model", "/m/small.gguf").models
+    assert (model.speculative, model.draft_model) == ("draft", "/m/small.gguf")
+    with pytest.raises(ValueError, match="draft_model go together"):
+        settings_for("--speculative", "draft")
+    with pytest.raises(ValueError, match="draft_model go together"):
+        settings_for("--draft-model", "/m/small.gguf")
+
+
 @pytest.mark.parametrize(("argv", "expected"), [((), "auto"), (("--flash-attn",), True), (("--flash-attn", "off"), False)])
 def test_flash_attention_is_auto_unless_asked(argv: tuple[str, ...], expected: object) -> None:
     (model,) = settings_for(*argv).models

@@ -83,6 +83,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "asgi_llm.engines.llamacpp.speculation": (
         "asgi_llm.engines.llamacpp.jobs",
         "asgi_llm.engines.llamacpp.draft_payoff",
+        "asgi_llm.engines.llamacpp.lookup",
     ),
     "asgi_llm.engines.llamacpp.draft_payoff": (),
     "asgi_llm.engines.llamacpp.lookup": (),

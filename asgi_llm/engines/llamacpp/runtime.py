@@ -17,16 +17,16 @@ from typing import Any
 from ...config import ModelConfig
 from ...core.errors import InvalidRequest, ModelNotReady, Unsupported
 from ...core.events import EmbeddingResult, TokenLogprob
-from ...core.requests import ChatRequest, EmbeddingRequest, GenerationRequest, ImageInput, SamplingParams
+from ...core.requests import ChatRequest, EmbeddingRequest, GenerationRequest, ImageInput
 from ..decoding.constraints import Constraint, LazyCalls
 from ..decoding.tool_detect import MARKERS
 from ..memory_estimate import MemoryEstimate, prompt_cache_bytes
 from .batching import Scheduler
 from .buffers import measured_memory
 from .choice import Output, Tally, TokenChoice
+from .draft_model import DraftModel, with_draft
 from .embedding import Embedder
 from .jobs import BatchToken, Job, Ticket
-from .lookup import PromptLookup
 from .lora import AdapterDefaults, AdapterGate, LoadedAdapters, Setting
 from .native import Decoder, Model, backend_info, llama_log_lines, new_context, new_single_context
 from .projector import MediaPrompt, Projector
@@ -74,21 +74,22 @@ class Runtime:
             governed = GovernedThreads(context.ctx, cfg.threads, cfg.n_threads_batch or cfg.threads)
         self.decoder = Decoder(context, governed)
         self.projector: Projector | None = None
-        if cfg.mmproj:
-            try:
+        self.drafter: DraftModel | None = None
+        try:
+            if cfg.mmproj:
                 self.projector, self.memory = _projector(cfg, model, self.decoder, self.memory)
-            except BaseException:  # the model and its context go with the failed load
-                self.decoder.close()
-                model.close()
-                raise
+            self.drafter = DraftModel(cfg, model) if cfg.draft_model else None
+        except BaseException:  # the model and its context go with the failed load
+            _close(self.projector, self.drafter, self.decoder, model)
+            raise
+        self.memory = with_draft(self.memory, self.drafter)
         self.cache = PromptCache(prompt_cache_bytes(cfg)) if cfg.prompt_cache_mib else None
         self.files = _prompt_files(cfg, self.decoder.per_sequence) if cfg.prompt_cache_dir else None
-        if self.drafting is None:  # what a grammar forces is drafted always; lookup where set
-            ngram = cfg.speculative == "ngram"
-            rules = SpeculationRules(
-                cfg.speculative_draft, cfg.speculative_ngram, 2, cfg.speculative_step_tokens, ngram
-            )
+        if self.drafting is None:  # what a grammar forces is drafted always; the rest as set
+            more = cfg.speculative != "off"
+            rules = SpeculationRules(cfg.speculative_draft, cfg.speculative_ngram, 2, cfg.speculative_step_tokens, more)
             self.drafting = Drafting(rules, self.decoder.per_sequence, lambda t, text: following(self.model, t, text))
+        self.drafting.use(self.drafter)
         self.scheduler = Scheduler(
             self.decoder,
             slots=cfg.parallel,
@@ -121,13 +122,10 @@ class Runtime:
         self.scheduler.abandon(error or ModelNotReady("The model was unloaded."))
         if self.files is not None:
             self.files.close()  # the saves already queued are written: the next load reads them
-        self.decoder.close()
         if self.embedder is not None:
             self.embedder.close()
         self.reranker.close()
-        if self.projector is not None:
-            self.projector.close()
-        self.model.close()
+        _close(self.projector, self.drafter, self.decoder, self.model)
 
     def restart(self, why: str) -> None:
         """Unload and load again; requests in flight get a 503 naming `why`."""
@@ -188,7 +186,7 @@ class Runtime:
             group = object()
             for j in range(request.n):
                 choice = make(tokens, p * request.n + j, echo, j == 0)
-                lookup = _lookup(self.drafting, tokens, request.sampling)
+                lookup = self.drafting.index(tokens, request.sampling.speculative) if self.drafting else None
                 jobs.append(Job(ticket, tokens, choice, group=group, setting=setting, media=media, lookup=lookup))
         ticket.open = len(jobs)
         return self.scheduler.submit(jobs)
@@ -344,11 +342,10 @@ class Runtime:
         return described
 
 
-def _lookup(drafting: Drafting | None, tokens: list[int], sampling: SamplingParams) -> PromptLookup | None:
-    """Where the model drafts by lookup and the request lets it: the index its choice drafts from."""
-    if drafting is None or not drafting.rules.lookup or not sampling.speculative:
-        return None
-    return PromptLookup(tokens, longest=drafting.rules.longest, shortest=drafting.rules.shortest)
+def _close(*parts: Projector | DraftModel | Decoder | Model | None) -> None:
+    for part in parts:
+        if part is not None:
+            part.close()
 
 
 def _prompt_files(cfg: ModelConfig, per_sequence: int) -> PromptFiles:

@@ -24,19 +24,32 @@ the busier the batch, the better drafts must do).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from .draft_payoff import DraftPayoff
 from .jobs import Backend, Job
+from .lookup import PromptLookup
 
-__all__ = ["Drafting", "SpeculationRules", "Spell", "unpick"]
+__all__ = ["DraftRequest", "Drafter", "Drafting", "SpeculationRules", "Spell", "unpick"]
 
 log = logging.getLogger("asgi_llm.engine")
 
 Spell = Callable[[int, str], list[int]]
 """The tokens that spell a text after a token, as the vocabulary writes the two together; none
 where it would merge the token with the text's start (the model did not write that token then)."""
+
+
+DraftRequest = tuple[int, Sequence[int], int]
+"""A sequence that drafts from a draft model: its number, every token its slot holds with the one
+it decodes next (and what is already drafted after it), and the most tokens to guess."""
+
+
+class Drafter(Protocol):
+    """A draft model (draft_model.py): its guesses for every sequence that drafts, at once."""
+
+    def draft(self, requests: Sequence[DraftRequest]) -> list[list[int]]: ...
 
 
 @dataclass(frozen=True)
@@ -47,7 +60,7 @@ class SpeculationRules:
     longest: int = 4  # the n-gram sizes a draft follows, longest first
     shortest: int = 2
     step_tokens: int = 16  # drafting stops where a step would decode more tokens than this
-    lookup: bool = True  # whether sequences draft from their past (`speculative = "ngram"`)
+    lookup: bool = True  # whether sequences draft beyond what is forced (`ngram`, or `draft` with a drafter)
 
 
 class Drafting:
@@ -66,6 +79,18 @@ class Drafting:
         self.forced = 0  # of `drafted`, the tokens a grammar forced
         self.forced_accepted = 0  # of those, the ones the choices picked
         self.payoff = payoff or DraftPayoff()
+        self._drafter: Drafter | None = None
+
+    def use(self, drafter: Drafter | None) -> None:
+        """Draft with `drafter` (a draft model, loaded anew with its model) instead of lookup."""
+        self._drafter = drafter
+
+    def index(self, tokens: list[int], speculative: bool) -> PromptLookup | None:
+        """A new sequence's index of its prompt and output, where it drafts beyond what is
+        forced and its request lets it (with a drafter the index only marks it as drafting)."""
+        if not self.rules.lookup or not speculative:
+            return None
+        return PromptLookup(tokens, longest=self.rules.longest, shortest=self.rules.shortest)
 
     def timed(self, tokens: int, seconds: float) -> None:
         """A step of running sequences and drafts only (no prompt) decoded `tokens` tokens and
@@ -78,6 +103,7 @@ class Drafting:
         running = [job for job in active if job.token is not None and job.slot is not None]
         room = min(self.rules.step_tokens, batch) - len(running)
         bar = self.payoff.bar(len(running)) if room > 0 else 1.0
+        asking: list[tuple[Job, int]] = []  # the sequences the drafter guesses for, and how far
         for job in running:
             job.draft, job.forced = [], 0
             if room <= 0 or job.slot is None or job.token is None:
@@ -87,10 +113,15 @@ class Drafting:
                 draft = self._forced(job, job.token, space)
                 job.forced = len(draft)
                 if job.lookup is not None and len(draft) < space:
-                    most = self.payoff.allowance(job.acceptance, bar, job.reach or self.rules.draft)
-                    if most:
-                        draft += job.lookup.draft(min(most, space - len(draft)), after=draft)
-                    elif not draft and not job.acceptance.shadow:  # what it would have drafted, judged by its picks
+                    most = min(
+                        self.payoff.allowance(job.acceptance, bar, job.reach or self.rules.draft), space - len(draft)
+                    )
+                    if most and self._drafter is not None:
+                        asking.append((job, most))
+                        room -= most  # held for its guess
+                    elif most:
+                        draft += job.lookup.draft(most, after=draft)
+                    elif not draft and self._drafter is None:  # what it would have drafted, judged by its picks
                         job.acceptance.watch(job.lookup.draft(job.reach or self.rules.draft))
             except Exception as exc:  # a draft is optional: this job decodes without one
                 log.error("a sequence's draft failed; it decodes without one: %r", exc, exc_info=exc)
@@ -99,6 +130,21 @@ class Drafting:
             room -= len(draft)
             self.drafted += len(draft)
             self.forced += job.forced
+        if asking:
+            self._guess(asking)
+
+    def _guess(self, asking: list[tuple[Job, int]]) -> None:
+        """The drafter's guesses, after each sequence's forced draft (the drafter keeps its own
+        failures: a sequence it fails gets no guess)."""
+        requests = [
+            (job.slot.sequence, [*job.slot.tokens, job.token, *job.draft], most)
+            for job, most in asking
+            if job.slot is not None and job.token is not None
+        ]
+        assert self._drafter is not None and len(requests) == len(asking)
+        for (job, _), guess in zip(asking, self._drafter.draft(requests), strict=True):
+            job.draft += guess
+            self.drafted += len(guess)
 
     def _forced(self, job: Job, token: int, most: int) -> list[int]:
         """The tokens of the text `job`'s grammar forces after `token`, but the last: the model
@@ -112,7 +158,7 @@ class Drafting:
         """For the operator's view of the model (`/admin/models`)."""
         rate = self.accepted / self.drafted if self.drafted else None
         return {
-            "mode": "ngram" if self.rules.lookup else "grammar",
+            "mode": ("draft" if self._drafter is not None else "ngram") if self.rules.lookup else "grammar",
             "drafted": self.drafted,
             "accepted": self.accepted,
             "acceptance": rate,

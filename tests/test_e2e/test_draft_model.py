@@ -1,0 +1,126 @@
+"""A draft model (`speculative = "draft"`) with the packaged model drafting for itself: greedy
+output is the target's own, token for token, alone and beside another stream; most guesses are
+taken; a draft model of another vocabulary (gemma-3-270m) is refused at load, naming why; its
+memory counts in the model's, before the load and after; a draft model that fails costs the
+step its guesses only."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+
+from asgi_llm import ModelConfig, Settings
+from asgi_llm.config import default_model_path
+from asgi_llm.core import ChatRequest, Message, SamplingParams
+from asgi_llm.engines.gguf_metadata import read_facts
+from asgi_llm.engines.llamacpp import LlamaCppEngine
+from asgi_llm.engines.memory_estimate import estimate_memory
+from asgi_llm.pool.residency import draft_cost
+
+from .gemma import gemma_path
+from .local_engine import local_engine, written
+
+pytestmark = [pytest.mark.anyio, pytest.mark.model]
+
+PROMPTS = ("List the days of the week.", "Count from one to twelve.", "What is the capital of France?")
+
+
+def request(text: str, tokens: int = 32) -> ChatRequest:
+    return ChatRequest(
+        model="m", messages=(Message("user", text),), sampling=SamplingParams(max_tokens=tokens, temperature=0)
+    )
+
+
+def drafting(**more: Any) -> ModelConfig:
+    return ModelConfig(parallel=2, speculative="draft", draft_model=default_model_path(), **more)
+
+
+@pytest.fixture(scope="module")
+async def pair() -> AsyncIterator[tuple[LlamaCppEngine, LlamaCppEngine]]:
+    async with local_engine(ModelConfig(parallel=2)) as plain, local_engine(drafting()) as drafted:
+        yield plain, drafted
+
+
+async def test_greedy_output_is_the_targets_and_most_guesses_are_taken(
+    pair: tuple[LlamaCppEngine, LlamaCppEngine],
+) -> None:
+    plain, drafted = pair
+    assert drafted.runtime is not None and drafted.runtime.drafting is not None
+    tally = drafted.runtime.drafting
+    before = tally.drafted, tally.accepted
+    for text in PROMPTS:
+        assert await written(drafted, request(text)) == await written(plain, request(text))
+    assert tally.describe()["mode"] == "draft"
+    drafted_now, accepted_now = tally.drafted - before[0], tally.accepted - before[1]
+    assert drafted_now > 40 and accepted_now > 0.7 * drafted_now  # the same model guesses itself
+
+
+async def test_two_streams_draft_together_and_each_writes_its_own(
+    pair: tuple[LlamaCppEngine, LlamaCppEngine],
+) -> None:
+    plain, drafted = pair
+    alone = [await written(plain, request(text, 24)) for text in PROMPTS[:2]]
+    together: list[object] = [None, None]
+
+    async def one(i: int) -> None:
+        together[i] = await written(drafted, request(PROMPTS[i], 24))
+
+    async with anyio.create_task_group() as group:
+        for i in range(2):
+            group.start_soon(one, i)
+    assert together == alone
+
+
+async def test_a_failing_draft_model_costs_the_step_its_guesses_only(
+    pair: tuple[LlamaCppEngine, LlamaCppEngine], caplog: pytest.LogCaptureFixture
+) -> None:
+    plain, drafted = pair
+    runtime = drafted.runtime
+    assert runtime is not None and runtime.drafter is not None
+    decoder = runtime.drafter.decoder
+    calls = {"n": 0}
+    real = decoder.decode
+
+    def flaky(batch: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] % 3 == 0:
+            raise RuntimeError("draft decode failed")
+        real(batch)
+
+    decoder.decode = flaky  # type: ignore[method-assign]
+    try:
+        with caplog.at_level(logging.ERROR, "asgi_llm.engine"):
+            assert await written(drafted, request(PROMPTS[1])) == await written(plain, request(PROMPTS[1]))
+    finally:
+        del decoder.decode
+    assert calls["n"] >= 3 and "the draft model failed" in caplog.text
+    assert await written(drafted, request(PROMPTS[0])) == await written(plain, request(PROMPTS[0]))
+
+
+async def test_its_memory_counts_before_and_after_the_load(pair: tuple[LlamaCppEngine, LlamaCppEngine]) -> None:
+    plain, drafted = pair
+    assert plain.runtime is not None and drafted.runtime is not None
+    assert plain.runtime.memory is not None and drafted.runtime.memory is not None
+    assert drafted.runtime.memory.weights > 1.9 * plain.runtime.memory.weights  # the same file twice
+    assert drafted.runtime.memory.kv_cache >= 2 * plain.runtime.memory.kv_cache
+    config = drafting()
+    facts = read_facts(default_model_path())
+    alone = estimate_memory(config, facts, 1000)
+    extra = draft_cost(config, gpus=1)
+    assert extra.weights > 0 and extra.kv_cache == alone.kv_cache and extra.prompt_cache == 0
+
+
+async def test_a_draft_model_of_another_vocabulary_is_refused_at_load() -> None:
+    config = ModelConfig(parallel=1, speculative="draft", draft_model=gemma_path())
+    with pytest.raises(ValueError, match="draft_model has 262144 tokens where the model has 49152"):
+        async with local_engine(config):
+            pass
+
+
+def test_the_settings_refuse_a_draft_model_without_draft_mode() -> None:
+    with pytest.raises(ValueError, match="go together"):
+        Settings(models=(ModelConfig(draft_model=default_model_path()),))
