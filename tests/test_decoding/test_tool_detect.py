@@ -14,6 +14,7 @@ from asgi_llm.engines.decoding.tool_calls import plan_calls
 from asgi_llm.engines.decoding.tool_detect import (
     Call,
     CallDetector,
+    JsonEnd,
     call_level,
     detected_calls,
     json_end,
@@ -114,6 +115,22 @@ def test_a_bare_call_is_seen_from_its_first_brace() -> None:
 )
 def test_json_end(text: str, end: int | None) -> None:
     assert json_end(text) == end
+    scan = JsonEnd()  # the same, a character at a time
+    found = [scan.feed(ch) for ch in text]
+    assert (found[-1] if found else scan.feed("")) == end
+    assert end is None or scan.feed("more") == end  # once ended, it stays where it ended
+
+
+def test_a_long_bare_call_fed_a_token_at_a_time_is_scanned_once() -> None:
+    city = "x" * 20_000
+    text = '{"name": "get_weather", "arguments": {"city": "' + city + '"}} after'
+    detector = CallDetector(CHECKS)
+    out: list[str | Call] = []
+    for start in range(0, len(text), 3):
+        out += detector.feed(text[start : start + 3])
+    out += detector.finish()
+    assert out[0] == Call("get_weather", '{"city": "' + city + '"}') and "".join(map(str, out[1:])) == " after"
+    assert detector._bare.seen <= len(text)  # every character once, not once a token
 
 
 def _ids() -> Callable[[], str]:

@@ -46,25 +46,47 @@ class Call:
 Output = str | Call
 
 
+class JsonEnd:
+    """Where the JSON object or array a text starts with (after whitespace) ends, read a piece at a
+    time: each character is scanned once however the text arrives (a call decoded token by token
+    would otherwise be scanned again from its start at every token)."""
+
+    def __init__(self) -> None:
+        self.seen = 0  # characters scanned so far
+        self._depth, self._in_string, self._escaped = 0, False, False
+        self._end: int | None = None
+
+    def feed(self, text: str) -> int | None:
+        """`text`, the next characters: the end (an index into everything fed), None while the
+        value goes on, -1 if what was fed does not start with an object or array."""
+        if self._end is not None:
+            return self._end
+        depth, in_string, escaped = self._depth, self._in_string, self._escaped
+        for i, ch in enumerate(text, self.seen):
+            if in_string:
+                escaped, in_string = (False, True) if escaped else (ch == "\\", ch != '"')
+            elif depth == 0 and ch not in "{[":
+                if not ch.isspace():
+                    self._end = -1
+                    break
+            elif ch == '"':
+                in_string = True
+            elif ch in "{[":
+                depth += 1
+            elif ch in "}]":
+                depth -= 1
+                if depth == 0:
+                    self._end = i + 1
+                    break
+        self.seen += len(text)
+        self._depth, self._in_string, self._escaped = depth, in_string, escaped
+        return self._end
+
+
 def json_end(text: str) -> int | None:
     """Where the JSON object or array that `text` starts with (after whitespace) ends; None if it has
     not ended yet, -1 if `text` does not start with one."""
-    depth, in_string, escaped = 0, False, False
-    for i, ch in enumerate(text):
-        if in_string:
-            escaped, in_string = (False, True) if escaped else (ch == "\\", ch != '"')
-        elif depth == 0 and ch not in "{[":
-            if not ch.isspace():
-                return -1
-        elif ch == '"':
-            in_string = True
-        elif ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-    return None
+    return JsonEnd().feed(text)
 
 
 class CallDetector:
@@ -78,6 +100,7 @@ class CallDetector:
         self._held = ""
         self._marker: str | None = None  # the open call's marker ("" for a bare JSON call)
         self._spoken = False  # whether any text other than whitespace went out
+        self._bare = JsonEnd()  # the open bare call's scan, kept across feeds
 
     @property
     def in_call(self) -> bool:
@@ -122,6 +145,7 @@ class CallDetector:
                 return None  # a marker or a bare call may still follow
             if start[0] in "{[":
                 self._marker, self._held = "", start  # a bare JSON call, looked for only before any text
+                self._bare = JsonEnd()
                 return []
         keep = _partial_marker(held)
         self._held = held[len(held) - keep :] if keep else ""
@@ -140,7 +164,7 @@ class CallDetector:
             if json_end(inner) != len(inner.rstrip()):
                 return self._give_up()
         else:
-            stop = json_end(body)
+            stop = self._bare.feed(body[self._bare.seen :])
             if stop is None:
                 return None
             if stop == -1:
