@@ -17,11 +17,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..test_http.uvicorn_thread import free_port
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+__all__ = ["PostgresServer", "RedisServer", "asgi_llm_cli", "free_port", "postgres_bin", "private_folder"]
 
 
 def _wait_port(port: int, up: bool, timeout: float = 30) -> None:
