@@ -6,14 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from asgi_llm.engines.llamacpp.batching import Scheduler
 from asgi_llm.engines.llamacpp.draft_payoff import PROBE, PROBE_TOKENS, Acceptance, DraftPayoff
-from asgi_llm.engines.llamacpp.jobs import Job
-from asgi_llm.engines.llamacpp.lookup import PromptLookup
 from asgi_llm.engines.llamacpp.speculation import Drafting, SpeculationRules
 
-from .sequence_model import Model, Request
-from .test_speculation import Oracle, Rule, cyclic, hashed, steps
+from .test_speculation import Rule, cyclic, hashed, scheduled, steps
 
 
 def test_the_cost_is_fitted_from_steps_of_different_sizes() -> None:
@@ -83,15 +79,8 @@ def run(rule: Rule, payoff: DraftPayoff | None, tokens: int = 60) -> tuple[list[
     keep four running; a step costs 1 + 1 per token decoded: a CPU at a few streams, where every
     token costs), and the drafting."""
     prompts = [[1, 2, 3, 4, 1, 2, 3, 4, 5], [2, 3, 4, 2, 3, 4, 2], [6, 5, 6, 5, 6], [1, 1, 2, 2, 1, 1]]
-    model = Model(len(prompts))
     drafting = Drafting(SpeculationRules(draft=8), capacity=256, payoff=payoff) if payoff is not None else None
-    scheduler = Scheduler(model, slots=len(prompts), batch=64, chunk=16, drafting=drafting)
-    choices = [Oracle(model, rule, tokens) for _ in prompts]
-    jobs = [
-        Job(Request(1).ticket, list(p), c, lookup=PromptLookup(p) if payoff else None)
-        for p, c in zip(prompts, choices, strict=True)
-    ]
-    scheduler.submit(jobs)
+    model, scheduler, choices, _ = scheduled(prompts, rule, tokens, drafting)
     spent, rate, start = 0.0, 0.0, None
     for _ in steps(scheduler):
         if start is not None:

@@ -81,19 +81,28 @@ def hashed(held: list[int]) -> int:
     return hash(tuple(held[-3:])) % 7
 
 
+def scheduled(
+    prompts: list[list[int]], rule: Rule, tokens: int, drafting: Drafting | None
+) -> tuple[Model, Scheduler, list[Oracle], list[Job]]:
+    """A scheduler with a job of `rule` for every prompt submitted (drafting where `drafting` is
+    given): its model, the scheduler, the choices and the jobs."""
+    model = Model(len(prompts))
+    scheduler = Scheduler(model, slots=len(prompts), batch=64, chunk=16, drafting=drafting)
+    choices = [Oracle(model, rule, tokens) for _ in prompts]
+    jobs = [
+        Job(Request(1).ticket, list(prompt), choice, lookup=PromptLookup(prompt) if drafting else None)
+        for prompt, choice in zip(prompts, choices, strict=True)
+    ]
+    scheduler.submit(jobs)
+    return model, scheduler, choices, jobs
+
+
 def run(
     prompts: list[list[int]], rule: Rule, tokens: int, rules: SpeculationRules | None
 ) -> tuple[list[list[int]], int, Drafting | None]:
     """Every prompt's output, the decodes it took, and the drafting's tally."""
-    model = Model(len(prompts))
     drafting = Drafting(rules, capacity=256) if rules is not None else None
-    scheduler = Scheduler(model, slots=len(prompts), batch=64, chunk=16, drafting=drafting)
-    choices = [Oracle(model, rule, tokens) for _ in prompts]
-    jobs = [
-        Job(Request(1).ticket, list(prompt), choice, lookup=PromptLookup(prompt) if rules else None)
-        for prompt, choice in zip(prompts, choices, strict=True)
-    ]
-    scheduler.submit(jobs)
+    model, scheduler, choices, jobs = scheduled(prompts, rule, tokens, drafting)
     decodes = 0
     for _ in steps(scheduler):
         decodes += 1
