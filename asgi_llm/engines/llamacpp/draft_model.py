@@ -3,8 +3,8 @@
 It is loaded beside the model it drafts for, with a context of as many sequences and positions,
 and keeps in each of its sequences the tokens it has read of the matching slot. Before a step,
 every sequence that drafts brings its copy up to date in one batched decode (what the slot
-gained since: the picks of the last step, or a whole prompt; what the target did not keep is
-dropped first), then the draft model writes its greedy guess a token at a time, all sequences in
+gained since: the picks of the last step, or a prompt, `prefill_chunk` tokens a step as the
+model reads it; what the target did not keep is dropped first), then the draft model writes its greedy guess a token at a time, all sequences in
 one decode per token. The scheduler verifies the guesses as it does any draft (speculation.py):
 the output is the target's own, whatever the draft model writes. Its vocabulary must be the
 target's, token for token, or its guesses would be other tokens: that is checked at load.
@@ -46,6 +46,7 @@ class DraftModel:
                 raise
         self.memory = measured_memory(lines)
         self._held: list[list[int]] = [[] for _ in range(config.parallel)]  # each sequence's cells, as read
+        self._chunk = max(config.prefill_chunk, 1)  # the most tokens caught up a step, besides the guesses
 
     def close(self) -> None:
         self.decoder.close()
@@ -66,7 +67,7 @@ class DraftModel:
     def _draft(self, requests: Sequence[DraftRequest]) -> list[list[int]]:
         rows = self._catch_up(requests)
         guesses: list[list[int]] = [[] for _ in requests]
-        live = [i for i, (_, _, most) in enumerate(requests) if most > 0]
+        live = [i for i in rows if requests[i][2] > 0]
         while live:
             tops = self.decoder.top([rows[i] for i in live])
             for i, token in zip(live, tops, strict=True):
@@ -79,9 +80,10 @@ class DraftModel:
         return guesses
 
     def _catch_up(self, requests: Sequence[DraftRequest]) -> dict[int, int]:
-        """Every drafting sequence's cells made its history's: what it lacks read in chunks,
-        then each one's last token in one decode with logits. Request index -> its batch row in
-        that decode."""
+        """The drafting sequences' cells made their histories': what they lack read, up to
+        `chunk` tokens in all a step (a sequence that lags more, a new prompt's, reads on in the
+        next steps and guesses once it has caught up), then each caught-up one's last token in one
+        decode with logits. Request index -> its batch row in that decode."""
         lacking: list[tuple[int, int]] = []  # (sequence, token) to read without logits
         last: list[tuple[int, int, int]] = []  # (request index, sequence, token) read with logits
         for i, (sequence, history, most) in enumerate(requests):
@@ -92,8 +94,11 @@ class DraftModel:
             if keep < len(held):
                 self.decoder.forget(sequence, keep)
                 del held[keep:]
-            lacking += [(sequence, token) for token in history[keep:-1]]
-            last.append((i, sequence, history[-1]))
+            behind = history[keep:-1]
+            room = max(0, self._chunk - len(lacking))
+            lacking += [(sequence, token) for token in behind[:room]]
+            if len(behind) <= room:
+                last.append((i, sequence, history[-1]))
         for start in range(0, len(lacking), self.decoder.capacity):
             self.decoder.decode(
                 [
