@@ -134,11 +134,12 @@ class Scheduler:
             self._end(job)
         admitted, read = self._admit(), read_media(self._active, self._backend, self._fail, self._chunk)
         self.moved = read or self.moved  # a piece of a prompt's images read is progress too
+        started = time.perf_counter()  # a step's cost includes its drafting (a draft model's decodes)
         if self.drafting is not None:
             self.drafting.propose(self._active, self._batch)
         batch, fed = plan(self._active, self._batch, self._chunk)
         if batch:
-            started, prompts = time.perf_counter(), any(job.token is None for job, _, _ in fed)
+            prompts = any(job.token is None for job, _, _ in fed)
             self._decode(batch, fed)
             if self.drafting is not None and not prompts:
                 self.drafting.timed(len(batch), time.perf_counter() - started)

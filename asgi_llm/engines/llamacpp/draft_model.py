@@ -4,8 +4,8 @@ It is loaded beside the model it drafts for, with a context of as many sequences
 and keeps in each of its sequences the tokens it has read of the matching slot. Before a step,
 every sequence that drafts brings its copy up to date in one batched decode (what the slot
 gained since: the picks of the last step, or a prompt, `prefill_chunk` tokens a step as the
-model reads it; what the target did not keep is dropped first), then the draft model writes its greedy guess a token at a time, all sequences in
-one decode per token. The scheduler verifies the guesses as it does any draft (speculation.py):
+model reads it; what the target did not keep is dropped first), then the draft model writes its
+greedy guess a token at a time, all sequences in one decode per token. The scheduler verifies the guesses as it does any draft (speculation.py):
 the output is the target's own, whatever the draft model writes. Its vocabulary must be the
 target's, token for token, or its guesses would be other tokens: that is checked at load.
 """

@@ -44,9 +44,7 @@ class Acceptance:
     def judged(self, drafted: int, taken: int, prior: float | None = None) -> None:
         """Its choice picked `taken` of `drafted` tokens; its first drafts are weighed against
         `prior`, the model's acceptance, as later ones are against its own."""
-        if drafted:
-            share, rate = taken / drafted, self.rate if self.rate is not None else prior
-            self.rate = share if rate is None else (1 - RECENT) * rate + RECENT * share
+        self.rate = _recent(self.rate if self.rate is not None else prior, drafted, taken)
 
     def watch(self, draft: list[int]) -> None:
         """In a step it drafts nothing: `draft` is what its lookup would have drafted, judged by
@@ -81,9 +79,7 @@ class DraftPayoff:
 
     def judged(self, drafted: int, taken: int) -> None:
         """Of `drafted` tokens some sequence drafted from its past, its choice picked `taken`."""
-        if drafted:
-            share = taken / drafted
-            self.prior = share if self.prior is None else (1 - RECENT) * self.prior + RECENT * share
+        self.prior = _recent(self.prior, drafted, taken)
 
     def timed(self, tokens: int, seconds: float) -> None:
         """A step that decoded `tokens` tokens of running sequences and drafts, and no prompt,
@@ -126,3 +122,11 @@ class DraftPayoff:
             return min(most, PROBE_TOKENS)
         self.stepped_back += 1
         return 0
+
+
+def _recent(rate: float | None, drafted: int, taken: int) -> float | None:
+    """`rate` moved towards a draft's share taken (`RECENT` of the way); unchanged without one."""
+    if not drafted:
+        return rate
+    share = taken / drafted
+    return share if rate is None else (1 - RECENT) * rate + RECENT * share
