@@ -219,11 +219,9 @@ class Residency:
 
 def draft_cost(config: ModelConfig, gpus: int) -> MemoryEstimate:
     """What `config`'s draft model adds: its weights, and a KV cache and compute buffers of as many
-    sequences and positions (none where its file cannot be read: its load fails with its own error)."""
+    sequences and positions (none where its file is not there: its load fails with its own error)."""
     assert config.draft_model is not None
     alone = {"path": config.draft_model, "lora": (), "mmproj": None, "prompt_cache_mib": 0, "embeddings": False}
     drafting = config.model_copy(update=alone)
-    try:
-        return estimate_memory(drafting, read_facts(config.draft_model), file_size(drafting), gpus=gpus)
-    except (OSError, ValueError):
-        return MemoryEstimate()
+    size = file_size(drafting)
+    return estimate_memory(drafting, read_facts(config.draft_model), size, gpus=gpus) if size else MemoryEstimate()
