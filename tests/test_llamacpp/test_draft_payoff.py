@@ -27,6 +27,14 @@ def test_the_cost_is_fitted_from_steps_of_different_sizes() -> None:
     assert payoff.bar(4) > payoff.bar(1)  # busier: drafts must do better
 
 
+def test_a_fit_with_no_fixed_part_asks_drafts_to_be_taken_whole() -> None:
+    payoff = DraftPayoff()
+    for tokens in [1, 9, 1, 9, 2, 8]:  # a step of one token cheaper than the line through the rest
+        payoff.timed(tokens, 0.040 * tokens - (0.030 if tokens == 1 else 0.0))
+    fixed, _ = payoff.cost() or (1.0, 0.0)
+    assert fixed < 0 and payoff.bar(1) == 1.0  # every token costs: no acceptance pays for a draft
+
+
 def test_a_sequence_under_the_bar_steps_back_but_probes() -> None:
     payoff, record = DraftPayoff(), Acceptance()
     assert payoff.allowance(record, 0.0, 8) == 8  # nothing asked of drafts: all they find

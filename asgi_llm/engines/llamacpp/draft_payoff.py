@@ -105,7 +105,7 @@ class DraftPayoff:
         if cost is None:
             return 0.0
         fixed, per_token = cost
-        per_token = max(per_token, 0.0)
+        fixed, per_token = max(fixed, 0.0), max(per_token, 0.0)  # a fit past zero: that part costs nothing
         plain = fixed + per_token * running
         return min(1.0, per_token * running / plain) if plain > 0 else 0.0
 
