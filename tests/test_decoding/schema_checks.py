@@ -9,12 +9,25 @@ from typing import Any
 
 from asgi_llm.engines.decoding.gbnf import Grammar, parse
 from asgi_llm.engines.decoding.grammar import enforceable, validator
+from asgi_llm.engines.decoding.layout import MAX_DEPTH
 from asgi_llm.engines.decoding.recognizer import Position
 from asgi_llm.engines.decoding.schema_gbnf import schema_gbnf
 
 
 def text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def layouts(value: Any) -> list[str]:
+    """`value` compact, and pretty-printed two spaces a level where no container nests deeper
+    than the grammar breaks lines."""
+    pretty = json.dumps(value, ensure_ascii=False, indent=2)
+    return [text(value)] + ([pretty] if _depth(value) <= MAX_DEPTH else [])
+
+
+def _depth(value: Any) -> int:
+    inner = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
+    return 0 if inner is None else 1 + max((_depth(v) for v in inner), default=0)
 
 
 def grammar_for(schema: dict[str, Any]) -> Grammar:
@@ -27,7 +40,8 @@ def takes_and_refuses(schema: dict[str, Any], good: list[Any], bad: list[Any], *
     check, grammar = validator(schema), grammar_for(schema)
     for value in good:
         assert check.is_valid(value), value  # the case itself is right
-        assert Position(grammar).advance(text(value)).complete, value
+        for written in layouts(value):
+            assert Position(grammar).advance(written).complete, written
     for value in bad:
         assert not (bad_is_invalid and check.is_valid(value)), value
         assert not Position(grammar).advance(text(value)).complete, value
@@ -37,9 +51,9 @@ def takes_and_refuses(schema: dict[str, Any], good: list[Any], bad: list[Any], *
 
 def closes_from_every_prefix(schema: dict[str, Any], value: Any, cuts: int = 200) -> None:
     check, grammar = validator(schema), grammar_for(schema)
-    written = text(value)
-    for cut in range(0, len(written) + 1, max(1, len(written) // cuts)):
-        position = Position(grammar).advance(written[:cut])
-        assert not position.dead, written[:cut]
-        ended = written[:cut] + position.ending()
-        assert check.is_valid(json.loads(ended)), ended
+    for written in layouts(value):
+        for cut in range(0, len(written) + 1, max(1, len(written) // cuts)):
+            position = Position(grammar).advance(written[:cut])
+            assert not position.dead, written[:cut]
+            ended = written[:cut] + position.ending()
+            assert check.is_valid(json.loads(ended)), ended

@@ -35,19 +35,22 @@ def forced(text: str, schema: dict[str, Any] = PERSON, most: int = 64) -> str:
     ("text", "expected"),
     [
         ("", "{"),  # an object opens
-        ("{", ""),  # a space may come, or the first key's quote
-        ('{"', 'name"'),  # the first required key, to its closing quote
-        ('{"name": "Ann"', ""),  # a space may follow a value, or its comma
-        ('{"name": "Ann" ', ","),  # after a value's end and its space: only the comma
-        ('{"name": "Ann", ', '"age"'),  # the next required key, in order
-        ('{"name": "Ann", "age": 4', ""),  # more digits, a space or the comma
-        ('{"name": "Ann", "age": 4, "kind": ', '"person"'),  # a const, whole
-        ('{"name": "Ann", "age": 4, "kind": "person", "planet": ', '"earth"'),  # an enum of one
+        ("{", ""),  # a space or a break may come, or the first key's quote
+        ('{"', 'name":'),  # the first required key, to its colon
+        ('{"name": "Ann"', ","),  # no space before a comma: the comma
+        ('{"name": "Ann",', ""),  # a space or a break may follow it
+        ('{"name": "Ann", ', '"age":'),  # the next required key, in order
+        ('{"name": "Ann", "age": 4', ""),  # more digits or the comma
+        ('{"name": "Ann", "age": 4, "kind": ', '"person",'),  # a const, whole, and the comma after it
+        ('{"name": "Ann", "age": 4, "kind": "person", "planet": ', '"earth",'),  # an enum of one
         (
             '{"name": "Ann", "age": 4, "kind": "person", "planet": "earth", "fruit": "',
             "ap",
         ),  # what the enum's values share
-        ('{"name": "Ann", "age": 4, "kind": "person", "planet": "earth", "fruit": "apple" ', "}"),  # the object closes
+        ('{"name": "Ann", "age": 4, "kind": "person", "planet": "earth", "fruit": "apple"', ""),  # a break may come
+        ('{"name": "Ann", "age": 4, "kind": "person", "planet": "earth", "fruit": "apple"\n', "}"),  # the object closes
+        ("{\n", '  "name":'),  # a break inside the object: its members' indent, then the first key
+        ('{\n  "name": "Ann",\n', '  "age":'),  # after a comma's break: the indent again
     ],
 )
 def test_the_text_every_continuation_begins_with(text: str, expected: str) -> None:

@@ -9,6 +9,7 @@ formats included.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -61,9 +62,12 @@ def as_rule(gbnf: str, name: str) -> str:
 
 
 def relax_space(gbnf: str) -> str:
-    """Lets a converter grammar take pretty-printed JSON (newlines, a bounded indent), as models
-    that chose to write a call themselves often do."""
-    return gbnf.replace('space ::= " "?', 'space ::= | " " | "\\n" [ \\t]{0,20}')
+    """Lets a converter grammar take JSON laid out any way (newlines, any indent up to a bound), as
+    models that chose to write a call themselves do."""
+    return _SPACES.sub(lambda rule: f'{rule[1]} ::= | " " | "\\n" [ \\t]{{0,20}}', gbnf)
+
+
+_SPACES = re.compile(r"^(space(?:-\d+)?) ::= .*$", re.MULTILINE)
 
 
 def checked_output(events: Iterable[GenerationEvent | None], check: Validator) -> Iterator[GenerationEvent | None]:

@@ -1,7 +1,7 @@
 """GBNF for a schema `rewrite` has prepared: every text it allows is valid JSON under the schema. Pure.
 
 Our own converter (llama-cpp-python's drops ranges, and asserts on patterns it cannot read):
-the same shapes as llama.cpp's (`root`, a `space` after each value, properties in order,
+the same shapes as llama.cpp's (`root`, whitespace as `layout` places it, properties in order,
 required ones first), with bounded numbers, patterns, formats and key rules spelled by
 automata (`automata`, `numbers`), and object sizes counted as properties are chosen. Counts of
 any size are written in blocks (`counts`); a recursive reference is a rule of its own, and
@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 from .automata import gbnf_rules
 from .counts import counted
@@ -35,20 +36,21 @@ from .forms import (
     Unique,
     Values,
 )
+from .layout import Level, deeper, members, separator
 
 __all__ = ["schema_gbnf"]
 
 _BASE = {
     "space": '" "?',
     "char": '[^"\\\\\\x7F\\x00-\\x1F] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | "u" [dD] [0-7] [0-9a-fA-F]{2})',
-    "string": '"\\"" char* "\\"" space',
-    "boolean": '("true" | "false") space',
-    "null": '"null" space',
-    "integer": '("-"? ([0] | [1-9] [0-9]{0,15})) space',
-    "number": '("-"? ([0] | [1-9] [0-9]{0,15})) ("." [0-9]{1,16})? ([eE] [-+]? [0-9] [0-9]?)? space',
+    "string": '"\\"" char* "\\""',
+    "boolean": '("true" | "false")',
+    "null": '"null"',
+    "integer": '("-"? ([0] | [1-9] [0-9]{0,15}))',
+    "number": '("-"? ([0] | [1-9] [0-9]{0,15})) ("." [0-9]{1,16})? ([eE] [-+]? [0-9] [0-9]?)?',
     "value": "object | array | string | number | boolean | null",
-    "object": '"{" space ( string ":" space value ("," space string ":" space value)* )? "}" space',
-    "array": '"[" space ( value ("," space value)* )? "]" space',
+    "object": '"{" (space string ":" space value ("," space string ":" space value)* space)? "}"',
+    "array": '"[" (space value ("," space value)* space)? "]"',
 }
 _USES = {"char": (), "string": ("char",), "value": ("object", "array", "string", "number", "boolean", "null")}
 _USES |= {"object": ("string", "value"), "array": ("value",)}
@@ -75,15 +77,26 @@ def _repeat(rules: dict[str, str], name: str, item: str, sep: str, least: int, m
     return f"({body})" if least else f"({body})?"
 
 
-_COMMA = '"," space'
+Members = tuple[str | None, bool]  # what a container holds, never empty (None: nothing); whether it may be empty
 
 
 class _Builder:
     def __init__(self, defs: Mapping[str, Form]) -> None:
         self.rules: dict[str, str] = {"space": _BASE["space"]}
-        self.named: dict[Form, str] = {}
+        self.named: dict[tuple[Form, Level], str] = {}
         self.defs = defs  # recursive rules' bodies, by name
         self.count = 0
+        self.level: Level = 0  # the depth of the value being written
+
+    @contextmanager
+    def inside(self) -> Iterator[None]:
+        """Write a container's members, a level deeper."""
+        outer = self.level
+        self.level = deeper(outer)
+        try:
+            yield
+        finally:
+            self.level = outer
 
     def base(self, name: str) -> str:
         if name not in self.rules:
@@ -93,17 +106,19 @@ class _Builder:
         return name
 
     def rule(self, form: Form, hint: str) -> str:
-        """The name of a rule for `form`, made once for equal forms."""
-        if form not in self.named:
+        """The name of a rule for `form`, made once for equal forms at a depth (once for all
+        depths where nothing in it breaks lines)."""
+        key = (form, self.level if _nests(form) else None)
+        if key not in self.named:
             self.count += 1
             name = f"{re.sub('[^A-Za-z0-9]+', '-', hint).strip('-')[:24] or 'r'}-{self.count}"
-            self.named[form] = name
+            self.named[key] = name
             self.rules[name] = self.body(form, name)
-        return self.named[form]
+        return self.named[key]
 
     def ref(self, name: str) -> str:
-        """The rule of a recursive reference, made once (its body may refer to it)."""
-        rule = f"ref-{name}"
+        """The rule of a recursive reference at this depth, made once (its body may refer to it)."""
+        rule = f"ref-{name}" if self.level is None else f"ref{self.level}-{name}"
         if rule not in self.rules:
             self.rules[rule] = ""
             self.rules[rule] = self.body(self.defs[name], rule)
@@ -115,30 +130,64 @@ class _Builder:
         if isinstance(form, Choice):
             return " | ".join(self.rule(option, name) for option in form.options)
         if isinstance(form, Values):
-            return f"({' | '.join(_literal(text) for text in form.texts)}) space"
+            return f"({' | '.join(_literal(text) for text in form.texts)})"
         if isinstance(form, Plain):
-            return self.base(form.kind)
+            return self.any(form.kind) if form.kind in ("object", "array") else self.base(form.kind)
         if isinstance(form, Text):
             return self.string(form, name)
         if isinstance(form, Number):
             self.rules.update(_rules(gbnf_rules(form.dfa, f"{name}-n", in_string=False)))
-            return f"{name}-n space"
+            return f"{name}-n"
         if isinstance(form, Closed):
-            return self.closed(form, name)
+            return self.wrap("{}", self.closed(form, name))
         if isinstance(form, FreeKeys | KeyKinds):
-            return self.free_keys(form, name)
-        return f'"[" space {self.items(form, name)} "]" space'
+            return self.wrap("{}", self.free_keys(form, name))
+        return self.wrap("[]", self.items(form, name))
+
+    def wrap(self, brackets: str, held: Members) -> str:
+        return members(self.rules, self.level, brackets, *held)
+
+    @property
+    def comma(self) -> str:
+        """The comma between the members of the container being written."""
+        return separator(self.rules, self.level)
+
+    def any(self, kind: str) -> str:
+        """Any object or array at this depth, and any value inside it a level deeper."""
+        if self.level is None:
+            return self.base(kind)
+        name = f"{kind}-{self.level}"
+        if name not in self.rules:
+            self.rules[name] = ""
+            comma, level = self.comma, self.level
+            with self.inside():
+                value = self.base("value") if self.level is None else f"value-{self.level}"
+                if self.level is not None and value not in self.rules:
+                    self.rules[value] = f"{self.any('object')} | {self.any('array')} | string | number | boolean | null"
+                    for used in ("string", "number", "boolean", "null"):
+                        self.base(used)
+            member = f'string ":" space {value}' if kind == "object" else value
+            self.rules[name] = members(
+                self.rules, level, "{}" if kind == "object" else "[]", f"{member} ({comma} {member})*", True
+            )
+        return name
 
     def string(self, form: Text, name: str) -> str:
         if form.dfa is None:
             if not form.least and form.most is None:
                 return self.base("string")
             self.base("char")
-            return f'"\\"" {counted(self.rules, f"{name}-c", "char", form.least, form.most)} "\\"" space'
+            return f'"\\"" {counted(self.rules, f"{name}-c", "char", form.least, form.most)} "\\""'
         self.rules.update(_rules(gbnf_rules(form.dfa, f"{name}-s", in_string=True)))
-        return f'"\\"" {name}-s "\\"" space'
+        return f'"\\"" {name}-s "\\""'
 
-    def items(self, form: Items | Tuple | Containing | CountedHits | Unique, name: str) -> str:
+    def repeat(self, name: str, item: str, least: int, most: int | None) -> Members:
+        """`item` `least` to `most` times, commas between."""
+        if most == 0:
+            return None, True
+        return _repeat(self.rules, name, item, self.comma, max(least, 1), most), not least
+
+    def items(self, form: Items | Tuple | Containing | CountedHits | Unique, name: str) -> Members:
         """What an array's brackets hold."""
         if isinstance(form, Tuple):
             return self.tuple(form, name)
@@ -146,47 +195,52 @@ class _Builder:
             return self.unique(form, name)
         if isinstance(form, CountedHits):
             return self.counted_hits(form, name)
-        item = self.rule(form.item, f"{name}-item")
+        comma = self.comma
+        with self.inside():
+            item = self.rule(form.item, f"{name}-item")
+            hit = self.rule(form.hit, f"{name}-hit") if isinstance(form, Containing) else ""
         if isinstance(form, Items):
-            return _repeat(self.rules, name, item, _COMMA, form.least, form.most)
-        hit = self.rule(form.hit, f"{name}-hit")
-        more = f"(({_COMMA} {item})* {_COMMA} {hit}){{{form.hits - 1}}}" if form.hits > 1 else ""
-        return f"({item} {_COMMA})* {hit} {more} ({_COMMA} {item})*"
+            return self.repeat(name, item, form.least, form.most)
+        more = f"(({comma} {item})* {comma} {hit}){{{form.hits - 1}}}" if form.hits > 1 else ""
+        return f"({item} {comma})* {hit} {more} ({comma} {item})*", False
 
-    def counted_hits(self, form: CountedHits, name: str) -> str:
+    def counted_hits(self, form: CountedHits, name: str) -> Members:
         """Items each a hit or a miss, `least` to `most` hits: a rule per item and hits before it
         (`e`), and per place after an item (`t`)."""
-        least, most = form.least, form.most
-        hit = self.rule(form.hit, f"{name}-hit")
-        miss = self.rule(form.miss, f"{name}-miss") if form.miss is not None else None
+        least, most, comma = form.least, form.most, self.comma
+        with self.inside():
+            hit = self.rule(form.hit, f"{name}-hit")
+            miss = self.rule(form.miss, f"{name}-miss") if form.miss is not None else None
         open_ = [h for h in range(most + 1) if miss or h < most]  # where another item may follow
         for h in open_:
             alts = [f"{miss} {name}-t{h}"] if miss else []
             alts += [f"{hit} {name}-t{h + 1}"] if h < most else []
             self.rules[f"{name}-e{h}"] = " | ".join(alts)
         for h in range(most + 1):
-            alts = [f"{_COMMA} {name}-e{h}"] if h in open_ else []
+            alts = [f"{comma} {name}-e{h}"] if h in open_ else []
             self.rules[f"{name}-t{h}"] = " | ".join(alts + (['""'] if h >= least else []))
-        return f"({name}-e0)" if least else f"({name}-e0)?"
+        return f"{name}-e0", not least
 
-    def tuple(self, form: Tuple, name: str) -> str:
+    def tuple(self, form: Tuple, name: str) -> Members:
         """The prefix in full, then the rest's items, if any may follow."""
-        items = [self.rule(s, f"{name}-{i}") for i, s in enumerate(form.prefix)]
-        head = f" {_COMMA} ".join(items)
-        if form.rest is None:
-            return head
-        rest = self.rule(form.rest, f"{name}-rest")
+        comma = self.comma
+        with self.inside():
+            items = [self.rule(s, f"{name}-{i}") for i, s in enumerate(form.prefix)]
+            rest = self.rule(form.rest, f"{name}-rest") if form.rest is not None else None
+        head = f" {comma} ".join(items)
+        if rest is None:
+            return head or None, not items
         least = max(form.least - len(items), 0)
         most = form.most - len(items) if form.most is not None else None
         if not items:
-            return _repeat(self.rules, name, rest, _COMMA, least, most)
-        return f"{head} {counted(self.rules, f'{name}-more', f'({_COMMA} {rest})', least, most)}"
+            return self.repeat(name, rest, least, most)
+        return f"{head} {counted(self.rules, f'{name}-more', f'({comma} {rest})', least, most)}", False
 
-    def unique(self, form: Unique, name: str) -> str:
+    def unique(self, form: Unique, name: str) -> Members:
         """Values, each at most once, in the list's order: a rule per (last value written, values
         written so far, counted up to what the bounds need)."""
-        texts = [_literal(text) + " space" for text in form.values.texts]
-        least, most = form.least, form.most
+        texts = [_literal(text) for text in form.values.texts]
+        least, most, comma = form.least, form.most, self.comma
         cap = most if most < len(texts) else least
 
         def fits(j: int, n: int) -> bool:  # value j as the n-th item, with enough values left after it
@@ -195,41 +249,45 @@ class _Builder:
         def after(i: int, n: int) -> str:
             rule = f"{name}-u{i}-{min(n, cap)}"
             if rule not in self.rules:
-                alts = [f"{_COMMA} {texts[j]} {after(j, n + 1)}" for j in range(i + 1, len(texts)) if fits(j, n + 1)]
+                alts = [f"{comma} {texts[j]} {after(j, n + 1)}" for j in range(i + 1, len(texts)) if fits(j, n + 1)]
                 self.rules[rule] = " | ".join(alts + (['""'] if n >= least else []))
             return rule
 
         first = [f"{texts[j]} {after(j, 1)}" for j in range(len(texts)) if fits(j, 1)]
-        return f"({' | '.join(first + ([chr(34) * 2] if not least else []))})"
+        return (f"({' | '.join(first)})" if first else None), not least
 
-    def free_keys(self, form: FreeKeys | KeyKinds, name: str) -> str:
+    def free_keys(self, form: FreeKeys | KeyKinds, name: str) -> Members:
         """An object of free keys: of one kind (`FreeKeys`), or of several, each with its values."""
-        if isinstance(form, KeyKinds):
-            kinds = [
-                f'{self.rule(k, f"{name}-k{i}")} ":" space {self.rule(v, f"{name}-v{i}")}'
-                for i, (k, v) in enumerate(form.pairs)
-            ]
-            self.rules[f"{name}-kv"] = " | ".join(kinds)
-        else:
-            key = self.rule(form.keys, f"{name}-key") if form.keys is not None else self.base("string")
-            self.rules[f"{name}-kv"] = f'{key} ":" space {self.rule(form.values, f"{name}-value")}'
-        pairs = _repeat(self.rules, name, f"{name}-kv", _COMMA, form.least, form.most)
-        return f'"{{" space {pairs} "}}" space'
+        with self.inside():
+            if isinstance(form, KeyKinds):
+                kinds = [
+                    f'{self.rule(k, f"{name}-k{i}")} ":" space {self.rule(v, f"{name}-v{i}")}'
+                    for i, (k, v) in enumerate(form.pairs)
+                ]
+                self.rules[f"{name}-kv"] = " | ".join(kinds)
+            else:
+                key = self.rule(form.keys, f"{name}-key") if form.keys is not None else self.base("string")
+                self.rules[f"{name}-kv"] = f'{key} ":" space {self.rule(form.values, f"{name}-value")}'
+        return self.repeat(name, f"{name}-kv", form.least, form.most)
 
-    def closed(self, form: Closed, name: str) -> str:
+    def closed(self, form: Closed, name: str) -> Members:
         required = [n for n, _ in form.properties if n in form.required]
         optional = [n for n, _ in form.properties if n not in form.required]
-        written = {
-            n: f'{_literal(json.dumps(n, ensure_ascii=False))} space ":" space {self.rule(sub, f"{name}-{n}")}'
-            for n, sub in form.properties
-        }
-        head = f" {_COMMA} ".join(written[n] for n in required)
+        with self.inside():
+            written = {
+                n: f'{_literal(json.dumps(n, ensure_ascii=False))} ":" space {self.rule(sub, f"{name}-{n}")}'
+                for n, sub in form.properties
+            }
+        if not required and (not optional or form.most == 0):
+            return None, True
+        head = f" {self.comma} ".join(written[n] for n in required)
         tail = self.optional([written[n] for n in optional], name, len(required), form.least, form.most)
-        return f'"{{" space {head} {tail} "}}" space'
+        return f"{head} {tail}".strip(), not required and not form.least
 
     def optional(self, pairs: list[str], name: str, count: int, least: int, most: int | None) -> str:
         """The optional properties after `count` required ones, in order, any of them left out,
-        so that `least` to `most` properties are written in all: a rule per (property, count so far)."""
+        so that `least` to `most` properties are written in all, at least one: a rule per
+        (property, count so far)."""
         if most is not None and most >= count + len(pairs):
             most = None  # no more properties than there are
         cap = max(least, 1) if most is None else most
@@ -240,7 +298,7 @@ class _Builder:
             if (i, n) in made:
                 return made[(i, n)]
             if i == len(pairs):
-                made[(i, n)] = '""' if n >= least and (most is None or n <= most) else None
+                made[(i, n)] = '""' if max(least, 1) <= n and (most is None or n <= most) else None
                 return made[(i, n)]
             alts = []
             skip = state(i + 1, n)
@@ -248,7 +306,7 @@ class _Builder:
                 alts.append(skip)
             take = state(i + 1, n + 1) if most is None or n < most else None
             if take is not None:
-                alts.append(f"{'' if not n else chr(34) + ',' + chr(34) + ' space '}{pairs[i]} {take}")
+                alts.append(f"{'' if not n else self.comma + ' '}{pairs[i]} {take}")
             rule = f"{name}-o{i}-{n}"
             made[(i, n)] = rule if alts else None
             if alts:
@@ -259,6 +317,15 @@ class _Builder:
         if first is None:
             raise ValueError("no set of properties fits the object's size limits")
         return first
+
+
+def _nests(form: Form) -> bool:
+    """Whether `form`'s text may hold a container, whose lines depend on its depth."""
+    if isinstance(form, Choice):
+        return any(_nests(option) for option in form.options)
+    if isinstance(form, Plain):
+        return form.kind in ("object", "array")
+    return not isinstance(form, Values | Text | Number)
 
 
 def _rules(text: str) -> dict[str, str]:
