@@ -3,7 +3,7 @@ threads and positions), on the workloads where drafts from the prompt pay and on
 they must not cost.
 
     .venv/bin/python benchmarks/speculative.py [--threads T] [--tokens N] [--rounds R]
-        [--modes ngram-simple,ngram-mod,ngram-map-k] [--cache DIR] [--model GGUF]
+        [--modes ngram-simple,ngram-mod,ngram-map-k] [--cache DIR] [--model GGUF] [--workloads W,...]
 
 Servers: `asgi-llm serve` with `--speculative off` and `ngram`; llama-server with no
 speculation and with each `--spec-type` of `--modes` (its n-gram modes; the best per workload is
@@ -192,11 +192,11 @@ async def workload_figures(
 
 
 def run_server(
-    make: Callable[[], AbstractContextManager[ChildServer]], tokens: int, rounds: int, is_ours: bool
+    make: Callable[[], AbstractContextManager[ChildServer]], tokens: int, rounds: int, is_ours: bool, only: set[str]
 ) -> dict[str, tuple[float, float | None, str]]:
     figures: dict[str, tuple[float, float | None, str]] = {}
     plan = [(workload, workload, 1) for workload in WORKLOADS] + [("free chat x4", "free chat", 4)]
-    for name, workload, clients in plan:  # a server of its own each: a crash costs one figure
+    for name, workload, clients in [p for p in plan if p[0] in only]:  # a server each: a crash costs one figure
         try:
             with make() as server:
                 figures[name] = asyncio.run(workload_figures(server.url, workload, tokens, rounds, clients, is_ours))
@@ -218,17 +218,21 @@ def main() -> None:
     parser.add_argument("--modes", default="ngram-simple,ngram-mod,ngram-map-k")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "asgi_llm_bench")
     parser.add_argument("--model", default=None)
+    parser.add_argument("--workloads", default=",".join([*WORKLOADS, "free chat x4"]), help="a comma-separated subset")
     args = parser.parse_args()
+    only = set(args.workloads.split(","))
     from asgi_llm.config import default_model_path
 
     model = args.model or default_model_path()
     server_bin, _ = build(args.cache)
     runs: dict[str, dict[str, tuple[float, float | None, str]]] = {}
     for mode in ("off", "ngram"):
-        runs[f"ours {mode}"] = run_server(lambda m=mode: ours(model, args.threads, m), args.tokens, args.rounds, True)
+        runs[f"ours {mode}"] = run_server(
+            lambda m=mode: ours(model, args.threads, m), args.tokens, args.rounds, True, only
+        )
     for mode in ("none", *args.modes.split(",")):
         runs[f"llama-server {mode}"] = run_server(
-            lambda m=mode: theirs(server_bin, model, args.threads, m), args.tokens, args.rounds, False
+            lambda m=mode: theirs(server_bin, model, args.threads, m), args.tokens, args.rounds, False, only
         )
     print(f"\n{args.threads} threads, {args.tokens} tokens, median of {args.rounds}; tokens/s (acceptance)\n")
     names = list(runs)
