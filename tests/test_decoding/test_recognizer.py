@@ -49,8 +49,9 @@ def forced(text: str, schema: dict[str, Any] = PERSON, most: int = 64) -> str:
         ),  # what the enum's values share
         ('{"name": "Ann", "age": 4, "kind": "person", "planet": "earth", "fruit": "apple"', ""),  # a break may come
         ('{"name": "Ann", "age": 4, "kind": "person", "planet": "earth", "fruit": "apple"\n', "}"),  # the object closes
-        ("{\n", '  "name":'),  # a break inside the object: its members' indent, then the first key
-        ('{\n  "name": "Ann",\n', '  "age":'),  # after a comma's break: the indent again
+        ("{\n", "  "),  # a break inside the object: its members' indent (two spaces, or four)
+        ('{\n  "', 'name":'),  # then the first key
+        ('{\n  "name": "Ann",\n', "  "),  # after a comma's break: the indent again
     ],
 )
 def test_the_text_every_continuation_begins_with(text: str, expected: str) -> None:

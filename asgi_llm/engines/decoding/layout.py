@@ -2,13 +2,15 @@
 the depth. Pure.
 
 Whitespace goes where printers put it: after an opening bracket, a comma or a colon, and before a
-closing bracket (never before a comma or a colon, where a model that strays there loses the layout
-it was writing). Models write JSON the way they read it, mostly pretty-printed. A grammar that allows only a space
-between tokens pushes a model off that path (the packaged model, held to spaces, repeats one list
-item until its budget runs out); one that allows any run of blanks lets it spend its budget on
-blanks. Here a break inside a container is followed by exactly the indent of its depth, two spaces
-a level, which is forced text and so drafted by jump-forward. Values deeper than `MAX_DEPTH` are
-written compact, so a recursive schema's rules are copied at most that many times.
+closing bracket (never before a comma or a colon, where a model that strays there loses the
+layout it was writing). Models write JSON the way they read it, mostly pretty-printed. A grammar
+that allows only a space between tokens pushes a model off that path (the packaged model, held
+to spaces, repeats one list item until its budget runs out); one that allows any run of blanks
+lets it spend its budget on blanks. Here a break inside a container is followed by the indent of
+its depth, two spaces a level or four (the two widths models write; a tokenizer often merges the
+break with the spaces), so a run of blanks is never longer than the depth needs. Values deeper
+than `MAX_DEPTH` are written compact, so a recursive schema's rules are copied at most that many
+times.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ __all__ = ["MAX_DEPTH", "SPACE", "Level", "deeper", "gap", "members", "separator
 MAX_DEPTH = 6
 SPACE = "space"  # the rule after a key's colon, and between members of a compact container: nothing or one space
 
+UNITS = ("  ", "    ")  # a level's indent: two spaces or four, as the model writes it
 Level = int | None  # a value's depth; None: written compact
 
 
@@ -27,11 +30,13 @@ def deeper(level: Level) -> Level:
 
 
 def gap(rules: dict[str, str], level: Level) -> str:
-    """The rule between tokens where a line at `level` may begin, added to `rules` once."""
+    """The rule between tokens where a line at `level` may begin (its indent two spaces a level, or
+    four), added to `rules` once."""
     if level is None:
         return SPACE
     name = f"{SPACE}-{level}"
-    rules.setdefault(name, f'" "? | "\\n{"  " * level}"')
+    indents = " | ".join(f'"{unit * level}"' for unit in UNITS) if level else '""'
+    rules.setdefault(name, f'" "? | "\\n" ({indents})')
     return name
 
 
