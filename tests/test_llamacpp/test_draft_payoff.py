@@ -35,6 +35,47 @@ def test_a_fit_with_no_fixed_part_asks_drafts_to_be_taken_whole() -> None:
     assert fixed < 0 and payoff.bar(1) == 1.0  # every token costs: no acceptance pays for a draft
 
 
+def cpu_costs() -> DraftPayoff:
+    """Steps timed as this CPU's bare decodes of the packaged Q4_1 model: 7.7 ms for one token,
+    14.0 for two, 38.7 for nine (weights multiplied a row at a time)."""
+    payoff = DraftPayoff()
+    for _ in range(3):
+        for tokens, ms in [(1, 7.7), (2, 14.0), (9, 38.7)]:
+            payoff.timed(tokens, ms / 1000)
+    return payoff
+
+
+def test_each_step_size_costs_what_steps_of_it_lately_cost() -> None:
+    payoff = cpu_costs()
+    assert payoff.step_cost(2) == pytest.approx(0.0140)  # seen: its own recent cost
+    fixed, per_token = payoff.cost() or (0.0, 0.0)
+    assert payoff.step_cost(5) == pytest.approx(fixed + per_token * 5)  # unseen: the line's
+    assert payoff.step_cost(2) > fixed + per_token * 2  # where the line undercharges a short draft
+    for _ in range(20):
+        payoff.timed(2, 0.010)  # the machine got faster at two tokens
+    assert payoff.step_cost(2) == pytest.approx(0.010, rel=0.02)
+
+
+def test_a_short_draft_must_be_taken_more_often_than_a_long_one() -> None:
+    payoff, record = cpu_costs(), Acceptance()
+    record.judged(10, 6)  # taken 60% of the time
+    bar = payoff.bar(1)
+    assert bar < 0.6 and payoff.allowance(record, bar, 8) == 8  # the line lets it draft
+    assert payoff.keeps(record, 8, 1, 1)  # 4.8 tokens expected for 31 ms: as good as the step's own
+    assert not payoff.keeps(record, 1, 1, 1)  # 0.6 of a token for 6.3 ms: not
+    assert payoff.stepped_back == 1
+    for _ in range(3):
+        record.judged(10, 10)
+    assert record.rate is not None and record.rate > 0.82
+    assert payoff.keeps(record, 1, 1, 1)  # one taken over 82% of the time pays even short
+    probe = Acceptance()
+    probe.judged(10, 0)
+    assert payoff.allowance(probe, bar, 8) == 0  # under the bar: no draft...
+    while payoff.allowance(probe, bar, 8) != PROBE_TOKENS:
+        pass
+    assert payoff.keeps(probe, PROBE_TOKENS, 1, 1)  # ...but a probe's is kept whatever it costs
+
+
 def test_a_sequence_under_the_bar_steps_back_but_probes() -> None:
     payoff, record = DraftPayoff(), Acceptance()
     assert payoff.allowance(record, 0.0, 8) == 8  # nothing asked of drafts: all they find
@@ -79,6 +120,9 @@ class Pinned(DraftPayoff):
 
     def cost(self) -> tuple[float, float]:
         return self.pinned
+
+    def step_cost(self, tokens: int) -> float:
+        return self.pinned[0] + self.pinned[1] * tokens
 
 
 def run(rule: Rule, payoff: DraftPayoff | None, tokens: int = 60) -> tuple[list[list[int]], float, Drafting | None]:

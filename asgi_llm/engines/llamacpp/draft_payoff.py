@@ -6,8 +6,13 @@ fixed part; a GPU's per-token part is small, a CPU's at a few streams is not). A
 sequences plus D drafted tokens, a fraction `a` of them accepted, makes R + a·D tokens in
 fixed + per_token·(R + D): more tokens a second than the plain step exactly when
 a > per_token·R / (fixed + per_token·R), the share of the plain step that grows with its tokens.
-So the busier the batch, the better drafts must do. The cost is the model's, measured over its
-steps; the acceptance each sequence's own (a repeating reply drafts well beside a story that does
+So the busier the batch, the better drafts must do. A straight line misjudges short drafts
+where a step's cost is not straight: on a CPU whose weights are multiplied a row at a time, two
+tokens cost 1.8 single ones and nine about five, so the line through them asks a one-token draft
+to be taken half the time where it must be taken 80%. So once a sequence's draft is known, it is
+kept only if its expected tokens beat what it adds to the step at the step's own rate, the cost of
+each step size as steps of that size have lately cost (`keeps`). The cost is the model's, measured
+over its steps; the acceptance each sequence's own (a repeating reply drafts well beside a story that does
 not). Both are measured as the model serves, recent ones weighing most; a sequence that stepped
 back is judged on what its lookup would have drafted, at no cost, and one asking in `PROBE`
 drafts a little whatever the verdict.
@@ -27,6 +32,10 @@ PROBE_TOKENS = 2
 """The most a sequence drafts to measure its acceptance, while a draft must earn its cost."""
 WARM = 4.0
 """Weighted steps seen before the cost is trusted."""
+SIZE_RECENT = 0.2
+"""The weight of a step's time in the recent cost of steps of its size."""
+SIZE_SEEN = 2
+"""Steps of a size seen before their own cost is used rather than the fitted line's."""
 
 
 class Acceptance:
@@ -38,6 +47,7 @@ class Acceptance:
     def __init__(self) -> None:
         self.rate: float | None = None
         self.asked = 0
+        self.probing = False  # whether its latest allowance was a probe's (kept whatever it costs)
         self.shadow: list[int] = []
         self._matched = 0  # of `shadow`, the tokens its picks have matched so far
 
@@ -74,6 +84,7 @@ class DraftPayoff:
 
     def __init__(self) -> None:
         self._weight = self._tokens = self._seconds = self._squares = self._products = 0.0
+        self._sizes: dict[int, tuple[int, float]] = {}  # tokens decoded → (steps seen, their recent seconds)
         self.stepped_back = 0  # sequence steps that did not draft from their past, by this verdict
         self.prior: float | None = None  # the model's acceptance: a new sequence's, until its own is judged
 
@@ -89,6 +100,8 @@ class DraftPayoff:
         self._seconds = self._seconds * DECAY + seconds
         self._squares = self._squares * DECAY + tokens * tokens
         self._products = self._products * DECAY + tokens * seconds
+        seen, recent = self._sizes.get(tokens, (0, seconds))
+        self._sizes[tokens] = (seen + 1, recent + SIZE_RECENT * (seconds - recent))
 
     def cost(self) -> tuple[float, float] | None:
         """(fixed, per_token) seconds of a step; None until enough steps of different sizes."""
@@ -97,6 +110,28 @@ class DraftPayoff:
             return None
         per_token = (self._weight * self._products - self._tokens * self._seconds) / spread
         return (self._seconds - per_token * self._tokens) / self._weight, per_token
+
+    def step_cost(self, tokens: int) -> float | None:
+        """Seconds a step of `tokens` tokens takes: as steps of that size have lately, else as the
+        fitted line says (a part past zero costing nothing); None while neither is measured."""
+        seen, recent = self._sizes.get(tokens, (0, 0.0))
+        if seen >= SIZE_SEEN:
+            return recent
+        cost = self.cost()
+        return None if cost is None else max(cost[0], 0.0) + max(cost[1], 0.0) * tokens
+
+    def keeps(self, record: Acceptance, drafted: int, planned: int, producing: int) -> bool:
+        """Whether the `drafted` tokens the sequence of `record` drafted from its past stay in a
+        step that decodes `planned` tokens without them and makes `producing`: always a probe's,
+        else where at its acceptance they make more tokens a second than they cost."""
+        rate = record.rate if record.rate is not None else self.prior
+        before, after = self.step_cost(planned), self.step_cost(planned + drafted)
+        if not drafted or record.probing or rate is None or before is None or after is None:
+            return True
+        if rate * drafted * before >= producing * (after - before):
+            return True
+        self.stepped_back += 1
+        return False
 
     def bar(self, running: int) -> float:
         """The acceptance a draft needs, beside `running` sequences' tokens, to make more tokens
@@ -115,10 +150,12 @@ class DraftPayoff:
         nothing is asked of it (a bar of 0); `PROBE_TOKENS` while both are unmeasured and at every
         `PROBE`th asking; else none."""
         record.asked += 1
+        record.probing = False
         rate = record.rate if record.rate is not None else self.prior
         if bar <= 0.0 or (rate is not None and rate > bar):
             return most
         if rate is None or record.asked % PROBE == 0:
+            record.probing = True
             return min(most, PROBE_TOKENS)
         self.stepped_back += 1
         return 0

@@ -17,8 +17,9 @@ what one token does (reading the weights dominates), a full one costs per token.
 a step only up to `step_tokens` decoded tokens, the running sequences' own counted first; a
 sequence's lookup reach halves to what it last had accepted, plus one, when a draft misses,
 doubling again while drafts are taken whole; and a sequence whose own measured acceptance is below
-the share of the step's cost that its tokens make does not draft from its past (draft_payoff.py:
-the busier the batch, the better drafts must do).
+the share of the step's cost that its tokens make does not draft from its past, and a draft too
+short to pay for what its size adds to the step is dropped (draft_payoff.py: the busier the batch,
+the better drafts must do).
 """
 
 from __future__ import annotations
@@ -103,6 +104,7 @@ class Drafting:
         running = [job for job in active if job.token is not None and job.slot is not None]
         room = min(self.rules.step_tokens, batch) - len(running)
         bar = self.payoff.bar(len(running)) if room > 0 else 1.0
+        planned = len(running)  # tokens the step decodes so far
         asking: list[tuple[Job, int]] = []  # the sequences the drafter guesses for, and how far
         for job in running:
             job.draft, job.forced = [], 0
@@ -120,7 +122,11 @@ class Drafting:
                         asking.append((job, most))
                         room -= most  # held for its guess
                     elif most:
-                        draft += job.lookup.draft(most, after=draft)
+                        looked = job.lookup.draft(most, after=draft)
+                        if self.payoff.keeps(job.acceptance, len(looked), planned + len(draft), len(running)):
+                            draft += looked
+                        elif not draft:  # too short to pay: judged by its picks instead
+                            job.acceptance.watch(looked)
                     elif not draft and self._drafter is None:  # what it would have drafted, judged by its picks
                         job.acceptance.watch(job.lookup.draft(job.reach or self.rules.draft))
             except Exception as exc:  # a draft is optional: this job decodes without one
@@ -128,6 +134,7 @@ class Drafting:
                 draft, job.forced = [], 0
             job.draft = draft
             room -= len(draft)
+            planned += len(draft)
             self.drafted += len(draft)
             self.forced += job.forced
         if asking:
