@@ -140,4 +140,7 @@ def test_what_the_grammar_forces_is_offered_only_where_the_watch_is_sure() -> No
     watch.took(",")
     assert watch.forced() == ""  # a space or a break may follow it
     watch.close()
-    assert watch.forced() == ""  # closing: the watch's own ending is forced instead
+    ending = watch.forced()  # closing: the rest of the watch's own ending, whole
+    assert ending == Position(grammar_of(SCHEMA)).advance('{"city": "é",').ending()
+    document = json.loads('{"city": "é",' + ending)
+    jsonschema.validate(document, SCHEMA)

@@ -56,11 +56,12 @@ class Closer:
             self._position, self._utf8 = self._after(self._position, text)
 
     def forced(self) -> str:
-        """The text the grammar allows alone next (`Position.forced`): '' while closing, once the
-        output's place is lost, or inside an unfinished character."""
-        if self._position is None or self.closing or self._utf8.getstate()[0]:
+        """The text the output must go on with: while closing, the rest of its ending (the watch
+        feeds nothing else); else what the grammar allows alone next (`Position.forced`); '' once
+        the output's place is lost, or inside an unfinished character."""
+        if self._position is None or self._utf8.getstate()[0]:
             return ""
-        return self._position.forced()
+        return self._position.ending() if self.closing else self._position.forced()
 
     def close(self) -> None:
         """End as soon as the grammar allows, though the budget is not spent."""
