@@ -4,10 +4,12 @@ unchanged and no fewer tokens per unit of (modelled) step time."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from asgi_llm.engines.llamacpp.draft_payoff import PROBE, PROBE_TOKENS, Acceptance, DraftPayoff
-from asgi_llm.engines.llamacpp.speculation import Drafting, SpeculationRules
+from asgi_llm.engines.llamacpp.speculation import Drafting, DraftRequest, SpeculationRules
 
 from .test_speculation import Rule, cyclic, hashed, scheduled, steps
 
@@ -161,3 +163,50 @@ def test_drafts_that_hit_go_on_beside_a_busy_batch() -> None:
     judged, judged_rate, careful = run(cyclic(4), Pinned(1.0, 1.0))
     assert judged == plain and careful is not None and careful.accepted > 100
     assert judged_rate >= plain_rate
+
+
+class Convex(Pinned):
+    """A line that asks drafts to be taken half the time at one stream, where a step of two tokens
+    costs 1.8 of one (as on a CPU that multiplies weights a row at a time): one extra token pays
+    only where it is taken 80% of the time."""
+
+    def __init__(self) -> None:
+        super().__init__(0.5, 0.5)
+
+    def step_cost(self, tokens: int) -> float:
+        return {1: 1.0, 2: 1.8}.get(tokens, 0.5 + 0.5 * tokens)
+
+
+class Guesser:
+    """A draft model that guesses one token: the rule's, right `hits` of every 10 guesses."""
+
+    def __init__(self, rule: Rule, hits: int) -> None:
+        self.rule, self.hits, self.asked = rule, hits, 0
+
+    def draft(self, requests: Sequence[DraftRequest]) -> list[list[int]]:
+        guesses = []
+        for _, tokens, _ in requests:
+            self.asked += 1
+            right = self.rule(tokens)
+            guesses.append([right if self.asked % 10 < self.hits else right + 1])
+        return guesses
+
+
+@pytest.mark.parametrize(("hits", "kept"), [(7, False), (10, True)])
+def test_a_draft_models_short_guesses_are_held_to_their_cost(hits: int, kept: bool) -> None:
+    rule, prompt = cyclic(4), [1, 2, 3, 4, 1]
+    _, alone, plain, _ = scheduled([prompt], rule, 60, None)
+    for _ in steps(alone):
+        pass
+    drafting = Drafting(SpeculationRules(draft=1), capacity=256, payoff=Convex())
+    guesser = Guesser(rule, hits)
+    drafting.use(guesser)
+    _, scheduler, choices, _ = scheduled([prompt], rule, 60, drafting)
+    for _ in steps(scheduler):
+        pass
+    assert choices[0].out == plain[0].out and len(plain[0].out) == 60  # the same output, guesses kept or not
+    assert guesser.asked > 20  # over the line's bar of 50%, so always asked
+    if kept:
+        assert drafting.drafted > 20 and drafting.payoff.stepped_back == 0
+    else:
+        assert drafting.drafted < 10 and drafting.payoff.stepped_back > 20  # once its 70% is known

@@ -138,11 +138,12 @@ class Drafting:
             self.drafted += len(draft)
             self.forced += job.forced
         if asking:
-            self._guess(asking)
+            self._guess(asking, planned, len(running))
 
-    def _guess(self, asking: list[tuple[Job, int]]) -> None:
-        """The drafter's guesses, after each sequence's forced draft (the drafter keeps its own
-        failures: a sequence it fails gets no guess)."""
+    def _guess(self, asking: list[tuple[Job, int]], planned: int, producing: int) -> None:
+        """The drafter's guesses, after each sequence's forced draft, each kept where it pays for
+        what it adds to the step's `planned` tokens (the drafter keeps its own failures: a
+        sequence it fails gets no guess)."""
         requests = [
             (job.slot.sequence, [*job.slot.tokens, job.token, *job.draft], most)
             for job, most in asking
@@ -150,7 +151,10 @@ class Drafting:
         ]
         assert self._drafter is not None and len(requests) == len(asking)
         for (job, _), guess in zip(asking, self._drafter.draft(requests), strict=True):
+            if not self.payoff.keeps(job.acceptance, len(guess), planned, producing):
+                continue
             job.draft += guess
+            planned += len(guess)
             self.drafted += len(guess)
 
     def _forced(self, job: Job, token: int, most: int) -> list[int]:
