@@ -121,12 +121,14 @@ class DraftPayoff:
         return None if cost is None else max(cost[0], 0.0) + max(cost[1], 0.0) * tokens
 
     def keeps(self, record: Acceptance, drafted: int, planned: int, producing: int) -> bool:
-        """Whether the `drafted` tokens the sequence of `record` drafted from its past stay in a
-        step that decodes `planned` tokens without them and makes `producing`: always a probe's,
-        else where at its acceptance they make more tokens a second than they cost."""
+        """Whether the `drafted` tokens the sequence of `record` drafts from its past stay in a
+        step that decodes `planned` tokens without them and makes `producing`: always a probe's
+        (every `PROBE`th asking, so a verdict is measured again), else where at its acceptance
+        they make more tokens a second than they cost."""
         rate = record.rate if record.rate is not None else self.prior
         before, after = self.step_cost(planned), self.step_cost(planned + drafted)
-        if not drafted or record.probing or rate is None or before is None or after is None:
+        probing = record.probing or record.asked % PROBE == 0
+        if not drafted or probing or rate is None or before is None or after is None:
             return True
         if rate * drafted * before >= producing * (after - before):
             return True

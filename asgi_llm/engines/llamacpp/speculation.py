@@ -118,9 +118,11 @@ class Drafting:
                     most = min(
                         self.payoff.allowance(job.acceptance, bar, job.reach or self.rules.draft), space - len(draft)
                     )
-                    if most and self._drafter is not None:
-                        asking.append((job, most))
-                        room -= most  # held for its guess
+                    if most and self._drafter is not None:  # judged before its guess, which costs decodes
+                        if self.payoff.keeps(job.acceptance, most, planned + len(draft), len(running)):
+                            asking.append((job, most))
+                            room -= most  # held for its guess
+                            planned += most
                     elif most:
                         looked = job.lookup.draft(most, after=draft)
                         if self.payoff.keeps(job.acceptance, len(looked), planned + len(draft), len(running)):
@@ -138,12 +140,11 @@ class Drafting:
             self.drafted += len(draft)
             self.forced += job.forced
         if asking:
-            self._guess(asking, planned, len(running))
+            self._guess(asking)
 
-    def _guess(self, asking: list[tuple[Job, int]], planned: int, producing: int) -> None:
-        """The drafter's guesses, after each sequence's forced draft, each kept where it pays for
-        what it adds to the step's `planned` tokens (the drafter keeps its own failures: a
-        sequence it fails gets no guess)."""
+    def _guess(self, asking: list[tuple[Job, int]]) -> None:
+        """The drafter's guesses, after each sequence's forced draft (the drafter keeps its own
+        failures: a sequence it fails gets no guess)."""
         requests = [
             (job.slot.sequence, [*job.slot.tokens, job.token, *job.draft], most)
             for job, most in asking
@@ -151,10 +152,7 @@ class Drafting:
         ]
         assert self._drafter is not None and len(requests) == len(asking)
         for (job, _), guess in zip(asking, self._drafter.draft(requests), strict=True):
-            if not self.payoff.keeps(job.acceptance, len(guess), planned, producing):
-                continue
             job.draft += guess
-            planned += len(guess)
             self.drafted += len(guess)
 
     def _forced(self, job: Job, token: int, most: int) -> list[int]:
