@@ -205,7 +205,7 @@ class ModelEntry:
         self.config, self.pinned = config, config.pin
         if not self.holders.unload_pending:
             self.holders.keep_alive = config.keep_alive
-            if config.keep_alive is None:  # never idle out now: an unload armed under the old time is off
+            if config.keep_alive is None or config.pin:  # never idle out now: an unload armed before is off
                 self.holders.disarm()
 
     def estimated(self, facts: ModelFacts, cost: MemoryEstimate) -> None:
