@@ -19,10 +19,10 @@ def text(value: Any) -> str:
 
 
 def layouts(value: Any) -> list[str]:
-    """`value` compact, and pretty-printed two and four spaces a level where no container nests
-    deeper than the grammar breaks lines."""
+    """`value` compact, on one line with spaces, and pretty-printed two and four spaces a level
+    where no container nests deeper than the grammar breaks lines."""
     pretty = [json.dumps(value, ensure_ascii=False, indent=unit) for unit in (2, 4)]
-    return [text(value)] + (pretty if _depth(value) <= MAX_DEPTH else [])
+    return [text(value), json.dumps(value, ensure_ascii=False)] + (pretty if _depth(value) <= MAX_DEPTH else [])
 
 
 def _depth(value: Any) -> int:

@@ -47,15 +47,42 @@ def forced(text: str, schema: dict[str, Any] = PERSON, most: int = 64) -> str:
             '{"name": "Ann", "age": 4, "kind": "person", "planet": "earth", "fruit": "',
             "ap",
         ),  # what the enum's values share
-        ('{"name": "Ann", "age": 4, "kind": "person", "planet": "earth", "fruit": "apple"', ""),  # a break may come
-        ('{"name": "Ann", "age": 4, "kind": "person", "planet": "earth", "fruit": "apple"\n', "}"),  # the object closes
-        ("{\n", "  "),  # a break inside the object: its members' indent (two spaces, or four)
-        ('{\n  "', 'name":'),  # then the first key
-        ('{\n  "name": "Ann",\n', "  "),  # after a comma's break: the indent again
+        ('{"name": "Ann", "age": 4, "kind": "person", "planet": "earth", "fruit": "apple"', ""),  # a space may come
+        ('{"name": "Ann", "age": 4, "kind": "person", "planet": "earth", "fruit": "apple" ', "}"),  # the object closes
+        ("{\n", "  "),  # a member a line: its indent (two spaces, or four)
+        ('{\n  "', 'name": "'),  # the first key, the space a broken object puts after a colon, a string's quote
+        ('{\n  "name": "Ann"', ',\n  "age": '),  # the comma, the next line and its key: one text
+        ('{\n  "name": "Ann",\n  "age": 4', ""),  # more digits or the comma
+        (
+            '{\n    "name": "Ann",\n    "age": 4,\n    "kind": "person",\n    "planet": "earth",\n    "fruit": "apple"',
+            "\n}",
+        ),  # the closing line, at four spaces a level as the object began
     ],
 )
 def test_the_text_every_continuation_begins_with(text: str, expected: str) -> None:
     assert forced(text) == expected
+
+
+def test_a_container_keeps_the_layout_it_began() -> None:
+    """Inline stays inline; a member a line keeps its indent."""
+    grammar = grammar_of(PERSON)
+    assert Position(grammar).advance('{"name": "Ann",\n').dead
+    assert Position(grammar).advance('{\n  "name": "Ann", "age"').dead
+    assert Position(grammar).advance('{\n  "name": "Ann",\n    "age"').dead
+    assert Position(grammar).advance('{\n  "name": "Ann",\n  "age": 4}').dead
+
+
+def test_an_inline_container_may_sit_on_a_broken_one_s_line() -> None:
+    """As models write short lists: a member a line, one of them a list on its own line."""
+    schema = {
+        "type": "object",
+        "properties": {"tags": {"type": "array", "items": {"type": "string"}}, "n": {"type": "integer"}},
+        "required": ["tags", "n"],
+    }
+    grammar = grammar_of(schema)
+    assert Position(grammar).advance('{\n  "tags": ["a", "b"],\n  "n": 1\n}').complete
+    assert Position(grammar).advance('{\n    "tags": [\n        "a"\n    ],\n    "n": 1\n}').complete
+    assert Position(grammar).advance('{\n  "tags": ["a",\n').dead  # inline to its end
 
 
 def test_nothing_is_forced_where_the_output_may_end() -> None:

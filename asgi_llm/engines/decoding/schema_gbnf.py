@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 from .automata import gbnf_rules
@@ -36,7 +36,7 @@ from .forms import (
     Unique,
     Values,
 )
-from .layout import Level, deeper, members, separator
+from .layout import INLINE, Level, Style, colon, container, inner, laid, separator, styles
 
 __all__ = ["schema_gbnf"]
 
@@ -87,12 +87,13 @@ class _Builder:
         self.defs = defs  # recursive rules' bodies, by name
         self.count = 0
         self.level: Level = 0  # the depth of the value being written
+        self.style: Style = INLINE  # the layout of the container whose members are being written
 
     @contextmanager
     def inside(self) -> Iterator[None]:
-        """Write a container's members, a level deeper."""
+        """Write a container's members, a level deeper (inline, in an inline container)."""
         outer = self.level
-        self.level = deeper(outer)
+        self.level = inner(outer, self.style)
         try:
             yield
         finally:
@@ -139,18 +140,34 @@ class _Builder:
             self.rules.update(_rules(gbnf_rules(form.dfa, f"{name}-n", in_string=False)))
             return f"{name}-n"
         if isinstance(form, Closed):
-            return self.wrap("{}", self.closed(form, name))
+            return self.container("{}", name, lambda named: self.closed(form, named))
         if isinstance(form, FreeKeys | KeyKinds):
-            return self.wrap("{}", self.free_keys(form, name))
-        return self.wrap("[]", self.items(form, name))
+            return self.container("{}", name, lambda named: self.free_keys(form, named))
+        return self.container("[]", name, lambda named: self.items(form, named))
 
-    def wrap(self, brackets: str, held: Members) -> str:
-        return members(self.rules, self.level, brackets, *held)
+    def container(self, brackets: str, name: str, fill: Callable[[str], Members]) -> str:
+        """A container in each style its depth allows, `fill` writing its members under each
+        (its rules named for the style)."""
+        ways, may_be_empty, outer = [], True, self.style
+        try:
+            for style in styles(self.level):
+                self.style = style
+                written, may_be_empty = fill(style.named(name))
+                if written is not None:
+                    ways.append(laid(self.level, style, brackets, written))
+        finally:
+            self.style = outer
+        return container(brackets, ways, may_be_empty)
 
     @property
     def comma(self) -> str:
         """The comma between the members of the container being written."""
-        return separator(self.rules, self.level)
+        return separator(self.level, self.style)
+
+    @property
+    def colon(self) -> str:
+        """What follows a key in the object being written."""
+        return colon(self.style)
 
     def any(self, kind: str) -> str:
         """Any object or array at this depth, and any value inside it a level deeper."""
@@ -159,18 +176,21 @@ class _Builder:
         name = f"{kind}-{self.level}"
         if name not in self.rules:
             self.rules[name] = ""
-            comma, level = self.comma, self.level
-            with self.inside():
-                value = self.base("value") if self.level is None else f"value-{self.level}"
-                if self.level is not None and value not in self.rules:
-                    self.rules[value] = f"{self.any('object')} | {self.any('array')} | string | number | boolean | null"
-                    for used in ("string", "number", "boolean", "null"):
-                        self.base(used)
-            member = f'string ":" space {value}' if kind == "object" else value
-            self.rules[name] = members(
-                self.rules, level, "{}" if kind == "object" else "[]", f"{member} ({comma} {member})*", True
-            )
+            self.rules[name] = self.container("{}" if kind == "object" else "[]", name, lambda _: self.free(kind))
         return name
+
+    def free(self, kind: str) -> Members:
+        """The members of any object or array, in the style being written: any value a level deeper."""
+        comma, colon = self.comma, self.colon
+        with self.inside():
+            value = self.base("value") if self.level is None else f"value-{self.level}"
+            if value not in self.rules:
+                self.rules[value] = ""
+                self.rules[value] = f"{self.any('object')} | {self.any('array')} | string | number | boolean | null"
+                for used in ("string", "number", "boolean", "null"):
+                    self.base(used)
+        member = f"{self.base('string')} {colon} {value}" if kind == "object" else value
+        return f"{member} ({comma} {member})*", True
 
     def string(self, form: Text, name: str) -> str:
         if form.dfa is None:
@@ -258,24 +278,26 @@ class _Builder:
 
     def free_keys(self, form: FreeKeys | KeyKinds, name: str) -> Members:
         """An object of free keys: of one kind (`FreeKeys`), or of several, each with its values."""
+        colon = self.colon
         with self.inside():
             if isinstance(form, KeyKinds):
                 kinds = [
-                    f'{self.rule(k, f"{name}-k{i}")} ":" space {self.rule(v, f"{name}-v{i}")}'
+                    f'{self.rule(k, f"{name}-k{i}")} {colon} {self.rule(v, f"{name}-v{i}")}'
                     for i, (k, v) in enumerate(form.pairs)
                 ]
                 self.rules[f"{name}-kv"] = " | ".join(kinds)
             else:
                 key = self.rule(form.keys, f"{name}-key") if form.keys is not None else self.base("string")
-                self.rules[f"{name}-kv"] = f'{key} ":" space {self.rule(form.values, f"{name}-value")}'
+                self.rules[f"{name}-kv"] = f'{key} {colon} {self.rule(form.values, f"{name}-value")}'
         return self.repeat(name, f"{name}-kv", form.least, form.most)
 
     def closed(self, form: Closed, name: str) -> Members:
         required = [n for n, _ in form.properties if n in form.required]
         optional = [n for n, _ in form.properties if n not in form.required]
+        colon = self.colon
         with self.inside():
             written = {
-                n: f'{_literal(json.dumps(n, ensure_ascii=False))} ":" space {self.rule(sub, f"{name}-{n}")}'
+                n: f'{_literal(json.dumps(n, ensure_ascii=False))} {colon} {self.rule(sub, f"{name}-{n}")}'
                 for n, sub in form.properties
             }
         if not required and (not optional or form.most == 0):
