@@ -20,9 +20,11 @@ times.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
-__all__ = ["INLINE", "MAX_DEPTH", "SPACE", "Level", "Style", "colon", "container", "inner", "laid", "separator", "styles"]
+__all__ = ["MAX_DEPTH", "SPACE", "Level", "Members", "Style", "Writer"]
 
 MAX_DEPTH = 6
 SPACE = "space"  # the rule between an inline container's tokens: nothing or one space
@@ -43,11 +45,7 @@ class Style:
 
 
 INLINE = Style()
-
-
-def styles(level: Level) -> tuple[Style, ...]:
-    """The styles a container at `level` may take: inline only where lines no longer break."""
-    return (INLINE,) if level is None else (INLINE, *(Style(unit) for unit in UNITS))
+BROKEN = tuple(Style(unit) for unit in UNITS)  # a member a line, at each unit
 
 
 def inner(level: Level, style: Style) -> Level:
@@ -83,6 +81,68 @@ def separator(level: Level, style: Style) -> str:
 def colon(style: Style) -> str:
     """What follows a key in a container written in `style`."""
     return f'":" {SPACE}' if style.unit is None else '": "'
+
+
+Members = tuple[str | None, bool]  # what a container holds, never empty (None: nothing); whether it may be empty
+
+
+class Writer:
+    """Where a grammar's writer is: the depth of the value it writes, and the style of the
+    container whose members it writes (schema_gbnf's builder)."""
+
+    def __init__(self) -> None:
+        self.level: Level = 0
+        self.style: Style = INLINE
+
+    @contextmanager
+    def inside(self) -> Iterator[None]:
+        """Write a container's members, a level deeper (inline, in an inline container)."""
+        outer = self.level
+        self.level = inner(outer, self.style)
+        try:
+            yield
+        finally:
+            self.level = outer
+
+    def container(self, brackets: str, name: str, fill: Callable[[str], Members], inline: Callable[[], str]) -> str:
+        """A container in each style its depth allows: inline (the rule `inline` names, made where
+        lines no longer break, as inside an inline container, so the two share it) and a member a
+        line at each unit, `fill` writing its members under each (its rules named for the style)."""
+        level, outer = self.level, self.style
+        try:
+            if level is None:
+                self.style = INLINE
+                written, may_be_empty = fill(name)
+                return container(
+                    brackets, [] if written is None else [laid(None, INLINE, brackets, written)], may_be_empty
+                )
+            ways = [self.flat(inline)]
+            for style in BROKEN:
+                self.style = style
+                written, _ = fill(style.named(name))
+                if written is not None:  # else it is empty, as its inline rule says
+                    ways.append(laid(level, style, brackets, written))
+            return " | ".join(ways)
+        finally:
+            self.style = outer
+
+    def flat(self, make: Callable[[], str]) -> str:
+        """What `make` makes where lines no longer break."""
+        outer, self.level = self.level, None
+        try:
+            return make()
+        finally:
+            self.level = outer
+
+    @property
+    def comma(self) -> str:
+        """The comma between the members of the container being written."""
+        return separator(self.level, self.style)
+
+    @property
+    def colon(self) -> str:
+        """What follows a key in the object being written."""
+        return colon(self.style)
 
 
 def _break(level: int, style: Style) -> str:

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 
 from .automata import gbnf_rules
 from .counts import counted
@@ -36,7 +35,7 @@ from .forms import (
     Unique,
     Values,
 )
-from .layout import INLINE, Level, Style, colon, container, inner, laid, separator, styles
+from .layout import Level, Members, Writer
 
 __all__ = ["schema_gbnf"]
 
@@ -77,27 +76,14 @@ def _repeat(rules: dict[str, str], name: str, item: str, sep: str, least: int, m
     return f"({body})" if least else f"({body})?"
 
 
-Members = tuple[str | None, bool]  # what a container holds, never empty (None: nothing); whether it may be empty
-
-
-class _Builder:
+class _Builder(Writer):
     def __init__(self, defs: Mapping[str, Form]) -> None:
+        super().__init__()
         self.rules: dict[str, str] = {"space": _BASE["space"]}
         self.named: dict[tuple[Form, Level], str] = {}
+        self.texts: dict[str, str] = {}  # rules made for a text (`shared`), by their text
         self.defs = defs  # recursive rules' bodies, by name
         self.count = 0
-        self.level: Level = 0  # the depth of the value being written
-        self.style: Style = INLINE  # the layout of the container whose members are being written
-
-    @contextmanager
-    def inside(self) -> Iterator[None]:
-        """Write a container's members, a level deeper (inline, in an inline container)."""
-        outer = self.level
-        self.level = inner(outer, self.style)
-        try:
-            yield
-        finally:
-            self.level = outer
 
     def base(self, name: str) -> str:
         if name not in self.rules:
@@ -116,6 +102,14 @@ class _Builder:
             self.named[key] = name
             self.rules[name] = self.body(form, name)
         return self.named[key]
+
+    def shared(self, text: str, hint: str) -> str:
+        """A rule whose body is `text`, made once for equal texts (a property as two units write it)."""
+        if text not in self.texts:
+            self.count += 1
+            self.texts[text] = f"{re.sub('[^A-Za-z0-9]+', '-', hint).strip('-')[:24] or 'r'}-{self.count}"
+            self.rules[self.texts[text]] = text
+        return self.texts[text]
 
     def ref(self, name: str) -> str:
         """The rule of a recursive reference at this depth, made once (its body may refer to it)."""
@@ -139,35 +133,12 @@ class _Builder:
         if isinstance(form, Number):
             self.rules.update(_rules(gbnf_rules(form.dfa, f"{name}-n", in_string=False)))
             return f"{name}-n"
+        inline = lambda: self.rule(form, name)  # the container as written inside an inline one
         if isinstance(form, Closed):
-            return self.container("{}", name, lambda named: self.closed(form, named))
+            return self.container("{}", name, lambda named: self.closed(form, named), inline)
         if isinstance(form, FreeKeys | KeyKinds):
-            return self.container("{}", name, lambda named: self.free_keys(form, named))
-        return self.container("[]", name, lambda named: self.items(form, named))
-
-    def container(self, brackets: str, name: str, fill: Callable[[str], Members]) -> str:
-        """A container in each style its depth allows, `fill` writing its members under each
-        (its rules named for the style)."""
-        ways, may_be_empty, outer = [], True, self.style
-        try:
-            for style in styles(self.level):
-                self.style = style
-                written, may_be_empty = fill(style.named(name))
-                if written is not None:
-                    ways.append(laid(self.level, style, brackets, written))
-        finally:
-            self.style = outer
-        return container(brackets, ways, may_be_empty)
-
-    @property
-    def comma(self) -> str:
-        """The comma between the members of the container being written."""
-        return separator(self.level, self.style)
-
-    @property
-    def colon(self) -> str:
-        """What follows a key in the object being written."""
-        return colon(self.style)
+            return self.container("{}", name, lambda named: self.free_keys(form, named), inline)
+        return self.container("[]", name, lambda named: self.items(form, named), inline)
 
     def any(self, kind: str) -> str:
         """Any object or array at this depth, and any value inside it a level deeper."""
@@ -176,7 +147,8 @@ class _Builder:
         name = f"{kind}-{self.level}"
         if name not in self.rules:
             self.rules[name] = ""
-            self.rules[name] = self.container("{}" if kind == "object" else "[]", name, lambda _: self.free(kind))
+            brackets = "{}" if kind == "object" else "[]"
+            self.rules[name] = self.container(brackets, name, lambda _: self.free(kind), lambda: self.base(kind))
         return name
 
     def free(self, kind: str) -> Members:
@@ -282,13 +254,13 @@ class _Builder:
         with self.inside():
             if isinstance(form, KeyKinds):
                 kinds = [
-                    f'{self.rule(k, f"{name}-k{i}")} {colon} {self.rule(v, f"{name}-v{i}")}'
+                    f"{self.rule(k, f'{name}-k{i}')} {colon} {self.rule(v, f'{name}-v{i}')}"
                     for i, (k, v) in enumerate(form.pairs)
                 ]
                 self.rules[f"{name}-kv"] = " | ".join(kinds)
             else:
                 key = self.rule(form.keys, f"{name}-key") if form.keys is not None else self.base("string")
-                self.rules[f"{name}-kv"] = f'{key} {colon} {self.rule(form.values, f"{name}-value")}'
+                self.rules[f"{name}-kv"] = f"{key} {colon} {self.rule(form.values, f'{name}-value')}"
         return self.repeat(name, f"{name}-kv", form.least, form.most)
 
     def closed(self, form: Closed, name: str) -> Members:
@@ -297,13 +269,14 @@ class _Builder:
         colon = self.colon
         with self.inside():
             written = {
-                n: f'{_literal(json.dumps(n, ensure_ascii=False))} {colon} {self.rule(sub, f"{name}-{n}")}'
+                n: f"{_literal(json.dumps(n, ensure_ascii=False))} {colon} {self.rule(sub, f'{name}-{n}')}"
                 for n, sub in form.properties
             }
         if not required and (not optional or form.most == 0):
             return None, True
         head = f" {self.comma} ".join(written[n] for n in required)
-        tail = self.optional([written[n] for n in optional], name, len(required), form.least, form.most)
+        pairs = [self.shared(written[n], f"{name}-{n}") for n in optional]  # each in several states
+        tail = self.optional(pairs, name, len(required), form.least, form.most)
         return f"{head} {tail}".strip(), not required and not form.least
 
     def optional(self, pairs: list[str], name: str, count: int, least: int, most: int | None) -> str:
