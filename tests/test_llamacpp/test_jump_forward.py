@@ -1,6 +1,7 @@
 """Grammar jump-forward in the scheduler: where a choice's grammar allows one text only, its tokens
-are drafted (all but the last) and decoded beside the next token; the choice's picks keep them or
-not, as any draft, so the output is the same and the cache holds only what was picked.
+are drafted (the last one while such last tokens are taken) and decoded beside the next token; the
+choice's picks keep them or not, as any draft, so the output is the same and the cache holds only
+what was picked.
 
 Tokens here are characters (`ord`); a choice writes its script, and its "grammar" forces the
 script's upper-case runs (as a schema forces a key's rest)."""
@@ -15,9 +16,10 @@ from hypothesis import strategies as st
 from asgi_llm.core import Finish, TextDelta, Usage
 from asgi_llm.core.events import EngineEvent, GenerationEvent
 from asgi_llm.engines.llamacpp.batching import Scheduler, Slot
+from asgi_llm.engines.llamacpp.draft_payoff import PROBE
 from asgi_llm.engines.llamacpp.jobs import Job, Turn
 from asgi_llm.engines.llamacpp.lookup import PromptLookup
-from asgi_llm.engines.llamacpp.speculation import Drafting, SpeculationRules, Spell
+from asgi_llm.engines.llamacpp.speculation import Drafting, SpeculationRules, Spell, Tail
 
 from .sequence_model import Model, Request
 
@@ -95,8 +97,8 @@ def test_forced_text_is_drafted_and_taken_whole_in_fewer_decodes() -> None:
     out, decodes, drafting = run(SCRIPT, characters)
     assert out == plain == SCRIPT
     assert drafting.forced == drafting.forced_accepted == drafting.accepted == drafting.drafted > 0
-    # each upper-case run but its last character comes in the decode before it: 3 + 9 fewer decodes
-    assert decodes == plain_decodes - (len("NAME") - 1) - (len("OCCUPATION") - 1)
+    # each upper-case run comes in the decode before it: 4 + 10 fewer decodes
+    assert decodes == plain_decodes - len("NAME") - len("OCCUPATION")
 
 
 def test_a_forced_text_spelled_otherwise_is_refused_and_the_output_is_the_same() -> None:
@@ -138,12 +140,44 @@ def test_lookup_drafts_after_the_forced_ones() -> None:
     choice.script = "DEf"
     drafting.propose([job], 64)
     assert choice.asked == ["DE"]
-    assert job.draft == [ord("D"), ord("E"), ord("F"), ord(" "), ord("x")]  # D forced, then what followed "CD"
-    assert job.forced == 1
-    drafting.settle(job, len(job.draft), 2, None)  # D and E taken: the lookup's draft missed at its second
-    assert (drafting.accepted, drafting.forced_accepted, job.reach) == (2, 1, 2)
+    assert job.draft == [ord(c) for c in "DEF xy"]  # DE forced, then the 4 tokens that followed "CDE"
+    assert job.forced == 2
+    drafting.settle(job, len(job.draft), 2, None)  # D and E taken: the lookup's draft missed at its first
+    assert (drafting.accepted, drafting.forced_accepted, job.reach) == (2, 2, 1)
+    assert drafting.tails[ord("E")].rate == 1.0  # the forced text's last token, as spelled, was taken
 
 
 def test_without_a_spelling_nothing_forced_is_asked_for() -> None:
     out, _, drafting = run(SCRIPT, None)
     assert out == SCRIPT and drafting.drafted == 0
+
+
+def last_merged(token: int, text: str) -> list[int]:
+    """A vocabulary that spells a text as the model writes it but for its last character, which it
+    merges with whatever follows (as `ap` of an enum's `apple`)."""
+    return [ord(c) for c in text[:-1]] + [1000 + ord(text[-1])]
+
+
+def test_a_last_token_the_model_refuses_stops_being_drafted_but_for_probes() -> None:
+    script = "x" + "AB a " * 40  # 40 forced runs, each ending in the same token
+    plain, _, _ = run(script, None)
+    out, _, drafting = run(script, last_merged)
+    assert out == plain == script
+    refused = drafting.forced - drafting.forced_accepted  # only last tokens are refused here
+    assert drafting.forced_accepted > 0 and 1 <= refused <= 1 + 40 // PROBE
+    tail = drafting.tails[1000 + ord("B")]
+    assert tail.rate is not None and tail.rate < 0.5 and tail.asked == 40
+
+
+def test_each_last_token_is_judged_apart() -> None:
+    drafting = Drafting(SpeculationRules(lookup=False), capacity=64, spell=characters)
+    drafting.tails[ord("B")] = refused = Tail()
+    refused.judged(False)  # refused where it ended a forced text: not drafted there next
+    model = Model(1)
+    for forced, drafted in (("AB", "A"), ("AC", "AC")):
+        choice = Script(model, "", PROMPT)
+        choice.forced = lambda text=forced: text  # type: ignore[method-assign]
+        job = Job(Request(1).ticket, list(PROMPT), choice)
+        job.slot, job.token = Slot(0, tokens=list(PROMPT)), ord(" ")
+        drafting.propose([job], 64)
+        assert job.draft == [ord(c) for c in drafted]

@@ -193,6 +193,7 @@ class Job:
     reach: int = 0  # the most tokens it drafts next (speculation.py adapts it)
     acceptance: Acceptance = field(default_factory=Acceptance)  # of its lookup drafts (draft_payoff.py)
     forced: int = 0  # of `draft`, the first tokens its choice's grammar forced (speculation.py)
+    tail: int | None = None  # the forced text's last token, where its forced draft ends with it (`Tail`)
 
 
 class Gate(Protocol):

@@ -29,13 +29,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from .draft_payoff import DraftPayoff
+from .draft_payoff import PROBE, DraftPayoff
 from .jobs import Backend, Job
 from .lookup import PromptLookup
 
 __all__ = ["DraftRequest", "Drafter", "Drafting", "SpeculationRules", "Spell", "unpick"]
 
 log = logging.getLogger("asgi_llm.engine")
+
+TAILS = 4096
+"""The most tokens whose taking as a forced text's last one is tallied."""
 
 Spell = Callable[[int, str], list[int]]
 """The tokens that spell a text after a token, as the vocabulary writes the two together; none
@@ -64,6 +67,30 @@ class SpeculationRules:
     lookup: bool = True  # whether sequences draft beyond what is forced (`ngram`, or `draft` with a drafter)
 
 
+class Tail:
+    """How often the model took one token where it ended a forced text. The model may write that
+    token merged with the free text after it (`"` and `:` as one `":`, an enum's shared `ap` as
+    `apple`, a space and a string's quote as ` "`), and a refused guess costs its row; so it is
+    drafted only while it is taken at least half the time there (`RECENT` weighing the latest),
+    and every `PROBE`th time."""
+
+    RECENT = 0.1
+
+    def __init__(self) -> None:
+        self.rate: float | None = None
+        self.asked = 0
+        self.refused = 0
+
+    def drafts(self) -> bool:
+        self.asked += 1
+        return self.rate is None or self.rate >= 0.5 or self.asked % PROBE == 0
+
+    def judged(self, taken: bool) -> None:
+        self.refused += not taken
+        share = 1.0 if taken else 0.0
+        self.rate = share if self.rate is None else self.rate + self.RECENT * (share - self.rate)
+
+
 class Drafting:
     """The scheduler's drafting, on the inference thread: `propose` before a step is planned,
     `settle` after each sequence's picks at its drafted positions. Without `spell`, nothing
@@ -81,6 +108,7 @@ class Drafting:
         self.forced_accepted = 0  # of those, the ones the choices picked
         self.payoff = payoff or DraftPayoff()
         self._drafter: Drafter | None = None
+        self.tails: dict[int, Tail] = {}  # by token, where one ended a forced text (at most `TAILS`)
 
     def use(self, drafter: Drafter | None) -> None:
         """Draft with `drafter` (a draft model, loaded anew with its model) instead of lookup."""
@@ -107,7 +135,7 @@ class Drafting:
         planned = len(running)  # tokens the step decodes so far
         asking: list[tuple[Job, int]] = []  # the sequences the drafter guesses for, and how far
         for job in running:
-            job.draft, job.forced = [], 0
+            job.draft, job.forced, job.tail = [], 0, None
             if room <= 0 or job.slot is None or job.token is None:
                 continue
             space = min(room, self._capacity - len(job.slot.tokens) - 1)  # the next token's cell comes first
@@ -133,7 +161,7 @@ class Drafting:
                         job.acceptance.watch(job.lookup.draft(job.reach or self.rules.draft))
             except Exception as exc:  # a draft is optional: this job decodes without one
                 log.error("a sequence's draft failed; it decodes without one: %r", exc, exc_info=exc)
-                draft, job.forced = [], 0
+                draft, job.forced, job.tail = [], 0, None
             job.draft = draft
             room -= len(draft)
             planned += len(draft)
@@ -156,12 +184,21 @@ class Drafting:
             self.drafted += len(guess)
 
     def _forced(self, job: Job, token: int, most: int) -> list[int]:
-        """The tokens of the text `job`'s grammar forces after `token`, but the last: the model
-        may write that one merged with the free text after it (`"` and `:` as one `":`)."""
+        """The tokens of the text `job`'s grammar forces after `token`, the last one only where
+        its `Tail` says it is taken there (`job.tail` then names it)."""
         if self._spell is None or most <= 0:
             return []
         text = job.choice.forced()
-        return self._spell(token, text)[:-1][:most] if text else []
+        spelled = self._spell(token, text) if text else []
+        if spelled and len(spelled) <= most and self._tail(spelled[-1]).drafts():
+            job.tail = spelled[-1]
+            return spelled
+        return spelled[:-1][:most]
+
+    def _tail(self, token: int) -> Tail:
+        if token not in self.tails and len(self.tails) >= TAILS:
+            self.tails.clear()  # a grammar of endless distinct endings: start the tallies again
+        return self.tails.setdefault(token, Tail())
 
     def describe(self) -> dict[str, object]:
         """For the operator's view of the model (`/admin/models`)."""
@@ -182,6 +219,9 @@ class Drafting:
         draft fared, where one was verified (or would have been: `Acceptance.shadow`)."""
         job.acceptance.picked(token if not drafted else None)
         forced, job.forced = min(job.forced, drafted), 0
+        if job.tail is not None and taken >= forced - 1:  # its forced draft's last token was reached
+            self.tails[job.tail].judged(taken >= forced)
+        job.tail = None
         self.accepted += taken
         self.forced_accepted += min(taken, forced)
         looked, taken = drafted - forced, taken - forced
