@@ -17,7 +17,9 @@ servers write the same text, checked):
 - `structured`: the person schema and prompt of constrained_decoding.py as `response_format`
   (json_schema), over HTTP on both servers;
 - `free chat x4`: four clients at once (aggregate tokens/s).
-The figure is tokens/s from the request to its last chunk (the prompt is cached by the warm-up,
+Per workload every server runs at once and they take turns, the order reversed every other round,
+so that the machine's speed, which drifts over minutes on a shared host, falls on all alike (one
+server after another had made the later ones look slower). The figure is tokens/s from the request to its last chunk (the prompt is cached by the warm-up,
 so that is one decode and the HTTP round trip more than the reply's decodes), the median over
 rounds (one client), or all tokens over the wall time (four clients). Not from the first chunk:
 llama-server's chat parser holds a reply's first tokens when they may begin a JSON tool call
@@ -36,7 +38,7 @@ import re
 import statistics
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -169,46 +171,92 @@ async def tally(client: httpx.AsyncClient) -> tuple[float, float]:
     return found.get("drafted", 0.0), found.get("accepted", 0.0)
 
 
-async def workload_figures(
-    url: str, workload: str, tokens: int, rounds: int, clients: int, is_ours: bool
-) -> tuple[float, float | None, str]:
-    """tokens/s, the acceptance rate (None where unknown), and the text of the last reply."""
+Figure = tuple[float, float | None, str]  # tokens/s, the acceptance rate (None where unknown), the last reply
+Maker = Callable[[], AbstractContextManager[ChildServer]]
+FAILED: Figure = (float("nan"), None, "")
+
+
+async def interleaved(
+    servers: dict[str, ChildServer], workload: str, tokens: int, rounds: int, clients: int
+) -> dict[str, Figure]:
+    """Each server's figure, their rounds taken in turn (the order reversed every other round), so
+    that the machine's drift over minutes falls on all of them alike."""
     # a connection per request: llama-server closes its connection after each stream without saying
     # so (no `Connection: close`), and a kept-alive pool would send the next request down a dead one
-    async with httpx.AsyncClient(base_url=url, timeout=600, limits=shared_pool_limits(clients)) as client:
-        await one(client, workload, tokens)  # warm-up: the prompt is cached alike on both sides after it
-        before = await tally(client) if is_ours else (0.0, 0.0)
-        rates, text, drafted, accepted = [], "", 0.0, 0.0
-        for _ in range(rounds):
-            if clients == 1:
-                _, rate, text, timings = await one(client, workload, tokens)
-                rates.append(rate)
-                drafted += timings.get("draft_n", 0)
-                accepted += timings.get("draft_n_accepted", 0)
+    connections = {
+        name: httpx.AsyncClient(base_url=server.url, timeout=600, limits=shared_pool_limits(clients))
+        for name, server in servers.items()
+    }
+    rates: dict[str, list[float]] = {name: [] for name in servers}
+    texts = dict.fromkeys(servers, "")
+    drafts = {name: [0.0, 0.0] for name in servers}  # drafted, accepted
+    failed: set[str] = set()
+    try:
+        for name, client in connections.items():
+            try:
+                await one(client, workload, tokens)  # warm-up: the prompt is cached alike on every side after it
+            except httpx.HTTPError as exc:
+                print(f"{workload}: {name} failed: {exc!r}")
+                failed.add(name)
             else:
-                started = time.perf_counter()
-                results = await asyncio.gather(*(one(client, workload, tokens) for _ in range(clients)))
-                rates.append(sum(r[0] for r in results) / (time.perf_counter() - started))
-                text = results[-1][2]
-        if is_ours:
-            after = await tally(client)
-            drafted, accepted = after[0] - before[0], after[1] - before[1]
-    return statistics.median(rates), (accepted / drafted if drafted else None), text
+                if name.startswith("ours"):
+                    drafts[name] = [-x for x in await tally(client)]
+        for round_ in range(rounds):
+            for name in list(connections) if round_ % 2 == 0 else list(reversed(connections)):
+                if name in failed:
+                    continue
+                try:
+                    rate, text, timings = await _round(connections[name], workload, tokens, clients)
+                except httpx.HTTPError as exc:
+                    print(f"{workload}: {name} failed: {exc!r}")
+                    failed.add(name)
+                    continue
+                rates[name].append(rate)
+                texts[name] = text
+                drafts[name][0] += timings.get("draft_n", 0)
+                drafts[name][1] += timings.get("draft_n_accepted", 0)
+        for name, client in connections.items():
+            if name.startswith("ours") and name not in failed:
+                drafted, accepted = await tally(client)
+                drafts[name] = [drafts[name][0] + drafted, drafts[name][1] + accepted]
+    finally:
+        for client in connections.values():
+            await client.aclose()
+    return {
+        name: FAILED
+        if name in failed or not rates[name]
+        else (
+            statistics.median(rates[name]),
+            drafts[name][1] / drafts[name][0] if drafts[name][0] else None,
+            texts[name],
+        )
+        for name in servers
+    }
 
 
-def run_server(
-    make: Callable[[], AbstractContextManager[ChildServer]], tokens: int, rounds: int, is_ours: bool, only: set[str]
-) -> dict[str, tuple[float, float | None, str]]:
-    figures: dict[str, tuple[float, float | None, str]] = {}
-    plan = [(workload, workload, 1) for workload in WORKLOADS] + [("free chat x4", "free chat", 4)]
-    for name, workload, clients in [p for p in plan if p[0] in only]:  # a server each: a crash costs one figure
-        try:
-            with make() as server:
-                figures[name] = asyncio.run(workload_figures(server.url, workload, tokens, rounds, clients, is_ours))
-        except (httpx.HTTPError, RuntimeError) as exc:
-            print(f"{name}: failed: {exc!r}")
-            figures[name] = (float("nan"), None, "")
-    return figures
+async def _round(
+    client: httpx.AsyncClient, workload: str, tokens: int, clients: int
+) -> tuple[float, str, dict[str, Any]]:
+    """One round's tokens/s, the reply, and llama-server's `timings` (one client)."""
+    if clients == 1:
+        _, rate, text, timings = await one(client, workload, tokens)
+        return rate, text, timings
+    started = time.perf_counter()
+    results = await asyncio.gather(*(one(client, workload, tokens) for _ in range(clients)))
+    return sum(r[0] for r in results) / (time.perf_counter() - started), results[-1][2], {}
+
+
+def run_workload(makers: dict[str, Maker], workload: str, tokens: int, rounds: int, clients: int) -> dict[str, Figure]:
+    """Every server up at once (a fresh set per workload: a crash costs one row), taking turns."""
+    with ExitStack() as stack:
+        servers = {}
+        for name, make in makers.items():
+            try:
+                servers[name] = stack.enter_context(make())
+            except (httpx.HTTPError, RuntimeError) as exc:
+                print(f"{workload}: {name} did not start: {exc!r}")
+        figures = asyncio.run(interleaved(servers, workload, tokens, rounds, clients))
+    return {name: figures.get(name, FAILED) for name in makers}
 
 
 def _finite(rate: float) -> float:
@@ -230,15 +278,16 @@ def main() -> None:
 
     model = args.model or default_model_path()
     server_bin, _ = build(args.cache)
-    runs: dict[str, dict[str, tuple[float, float | None, str]]] = {}
-    for mode in ("off", "ngram"):
-        runs[f"ours {mode}"] = run_server(
-            lambda m=mode: ours(model, args.threads, m), args.tokens, args.rounds, True, only
-        )
+    makers: dict[str, Maker] = {
+        f"ours {mode}": (lambda m=mode: ours(model, args.threads, m)) for mode in ("off", "ngram")
+    }
     for mode in ("none", *args.modes.split(",")):
-        runs[f"llama-server {mode}"] = run_server(
-            lambda m=mode: theirs(server_bin, model, args.threads, m), args.tokens, args.rounds, False, only
-        )
+        makers[f"llama-server {mode}"] = lambda m=mode: theirs(server_bin, model, args.threads, m)
+    plan = [(workload, workload, 1) for workload in WORKLOADS] + [("free chat x4", "free chat", 4)]
+    runs: dict[str, dict[str, Figure]] = {name: {} for name in makers}
+    for name, workload, clients in [p for p in plan if p[0] in only]:
+        for server, figure in run_workload(makers, workload, args.tokens, args.rounds, clients).items():
+            runs[server][name] = figure
     print(f"\n{args.threads} threads, {args.tokens} tokens, median of {args.rounds}; tokens/s (acceptance)\n")
     names = list(runs)
     print("| workload | " + " | ".join(names) + " | ours ngram / ours off | ours ngram / best llama-server |")
