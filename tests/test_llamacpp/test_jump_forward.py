@@ -181,3 +181,32 @@ def test_each_last_token_is_judged_apart() -> None:
         job.slot, job.token = Slot(0, tokens=list(PROMPT)), ord(" ")
         drafting.propose([job], 64)
         assert job.draft == [ord(c) for c in drafted]
+
+
+def _tailed(drafting: Drafting) -> Job:
+    """A sequence whose forced draft "AB" ends with its last token."""
+    choice = Script(Model(1), "", PROMPT)
+    choice.forced = lambda: "AB"  # type: ignore[method-assign]
+    job = Job(Request(1).ticket, list(PROMPT), choice)
+    job.slot, job.token = Slot(0, tokens=list(PROMPT)), ord(" ")
+    drafting.propose([job], 64)
+    assert job.draft == [ord("A"), ord("B")] and job.tail == ord("B")
+    return job
+
+
+def test_a_last_token_the_output_ended_before_is_not_judged() -> None:
+    drafting = Drafting(SpeculationRules(lookup=False), capacity=64, spell=characters)
+    job = _tailed(drafting)
+    drafting.settle(job, 2, 1, None)  # A taken, then the output ended: B was never refused
+    assert drafting.tails[ord("B")].rate is None and job.tail is None
+    job = _tailed(drafting)
+    drafting.settle(job, 2, 1, ord("x"))  # A taken, then the model wrote another token where B was
+    assert drafting.tails[ord("B")].rate == 0.0
+
+
+def test_a_tally_dropped_between_a_draft_and_its_picks_is_made_again() -> None:
+    drafting = Drafting(SpeculationRules(lookup=False), capacity=64, spell=characters)
+    job = _tailed(drafting)
+    drafting.tails.clear()  # as when another sequence's new ending fills the tallies this step
+    drafting.settle(job, 2, 2, ord("x"))
+    assert drafting.tails[ord("B")].rate == 1.0

@@ -98,7 +98,7 @@ class _Builder(Writer):
         key = (form, self.level if _nests(form) else None)
         if key not in self.named:
             self.count += 1
-            name = f"{re.sub('[^A-Za-z0-9]+', '-', hint).strip('-')[:24] or 'r'}-{self.count}"
+            name = _rule_name(hint, self.count)
             self.named[key] = name
             self.rules[name] = self.body(form, name)
         return self.named[key]
@@ -107,7 +107,7 @@ class _Builder(Writer):
         """A rule whose body is `text`, made once for equal texts (a property as two units write it)."""
         if text not in self.texts:
             self.count += 1
-            self.texts[text] = f"{re.sub('[^A-Za-z0-9]+', '-', hint).strip('-')[:24] or 'r'}-{self.count}"
+            self.texts[text] = _rule_name(hint, self.count)
             self.rules[self.texts[text]] = text
         return self.texts[text]
 
@@ -321,6 +321,11 @@ def _nests(form: Form) -> bool:
     if isinstance(form, Plain):
         return form.kind in ("object", "array")
     return not isinstance(form, Values | Text | Number)
+
+
+def _rule_name(hint: str, count: int) -> str:
+    """A new rule's name: its hint as GBNF allows it, and a number that makes it unique."""
+    return f"{re.sub('[^A-Za-z0-9]+', '-', hint).strip('-')[:24] or 'r'}-{count}"
 
 
 def _rules(text: str) -> dict[str, str]:

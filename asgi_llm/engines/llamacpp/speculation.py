@@ -82,10 +82,12 @@ class Tail:
         self.refused = 0
 
     def drafts(self) -> bool:
+        """Whether to draft it this time."""
         self.asked += 1
         return self.rate is None or self.rate >= 0.5 or self.asked % PROBE == 0
 
     def judged(self, taken: bool) -> None:
+        """The model took it where it was drafted, or wrote another token there."""
         self.refused += not taken
         share = 1.0 if taken else 0.0
         self.rate = share if self.rate is None else self.rate + self.RECENT * (share - self.rate)
@@ -219,8 +221,8 @@ class Drafting:
         draft fared, where one was verified (or would have been: `Acceptance.shadow`)."""
         job.acceptance.picked(token if not drafted else None)
         forced, job.forced = min(job.forced, drafted), 0
-        if job.tail is not None and taken >= forced - 1:  # its forced draft's last token was reached
-            self.tails[job.tail].judged(taken >= forced)
+        if job.tail is not None and (taken >= forced or taken == forced - 1 and token is not None):
+            self._tail(job.tail).judged(taken >= forced)  # its last token was picked, or another one there
         job.tail = None
         self.accepted += taken
         self.forced_accepted += min(taken, forced)
