@@ -80,6 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gpu.add_argument("--draft-model", metavar="GGUF", help="a smaller model with the same vocabulary that drafts")
     gpu.add_argument(
+        "--speculative-memory",
+        type=int,
+        metavar="RUNS",
+        help="with --speculative ngram: runs of past replies drafted from across requests (0 = none)",
+    )
+    gpu.add_argument(
         "--flash-attn",
         nargs="?",
         const="on",
@@ -101,6 +107,7 @@ _MODEL_OPTIONS = (
     "prompt_cache_dir",
     "speculative",
     "draft_model",
+    "speculative_memory",
 )
 
 

@@ -114,6 +114,13 @@ class ModelConfig(BaseModel):
     speculative_ngram: int = Field(
         default=4, ge=2, le=16, description="The longest n-gram a draft follows (down to bigrams)."
     )
+    speculative_memory: int = Field(
+        default=65536,
+        ge=0,
+        description='With speculative = "ngram": runs of 12 tokens of past replies remembered across requests '
+        "(the token after each, about 100 bytes a run), drafted where a sequence's context is one of them; "
+        "0 = none.",
+    )
     speculative_step_tokens: int = Field(
         default=16,
         ge=1,

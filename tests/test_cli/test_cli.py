@@ -22,12 +22,13 @@ def test_model_and_gpu_options() -> None:
     (model,) = settings_for(
         "--model", "/m/qwen.gguf", "--n-gpu-layers", "-1", "--main-gpu", "1", "--split-mode", "row",
         "--tensor-split", "3,1", "--flash-attn", "--n-ctx", "8192", "--threads", "8", "--parallel", "6",
-        "--prompt-cache-dir", "/var/cache/prompts", "--speculative", "ngram",
+        "--prompt-cache-dir", "/var/cache/prompts", "--speculative", "ngram", "--speculative-memory", "0",
     ).models
     assert model.id == "qwen" and model.path == "/m/qwen.gguf"
     assert (model.n_gpu_layers, model.main_gpu, model.split_mode, model.tensor_split) == (-1, 1, "row", (3.0, 1.0))
     assert (model.flash_attn, model.n_ctx, model.n_threads, model.parallel) == (True, 8192, 8, 6)
     assert model.prompt_cache_dir == "/var/cache/prompts" and model.speculative == "ngram"
+    assert model.speculative_memory == 0 and settings_for().models[0].speculative_memory == 65536
 
 
 def test_a_draft_model_drafts_with_speculative_draft_only() -> None:

@@ -4,6 +4,7 @@ prompt most drafted tokens are taken, several a decode."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator
 
 import pytest
@@ -19,6 +20,7 @@ from .local_engine import local_engine, written
 pytestmark = [pytest.mark.anyio, pytest.mark.model]
 
 WEEK = "monday tuesday wednesday thursday friday saturday sunday\n"
+TOPICS = itertools.cycle(["a lighthouse keeper and her cat", "a baker who races bicycles up volcanoes"])
 WORDS = ["the", "river", "stone", "light", "code", "value", "items", "price", "count", "green", "over", "and"]
 
 
@@ -78,3 +80,21 @@ async def test_greedy_output_is_the_same_with_drafts_as_without(
     text = " ".join(words)
     ask = f"Copy this line twice: {text}" if repeat else text
     assert await reply(pair[1], ask, tokens) == await reply(pair[0], ask, tokens)
+
+
+async def test_a_reply_asked_for_again_is_drafted_from_the_first_and_is_the_same(
+    pair: tuple[LlamaCppEngine, LlamaCppEngine],
+) -> None:
+    """A story has nothing to copy from its prompt; asked again, the model's memory of its reply
+    drafts it, and every drafted token is the model's own."""
+    plain, drafting = pair
+    tally = drafting.runtime.drafting if drafting.runtime is not None else None
+    assert tally is not None and tally.memory is not None
+    ask = f"Write two sentences about {next(TOPICS)}."  # a topic new to the engine: nothing remembered
+    taken = []
+    for _ in range(2):
+        before = tally.accepted
+        wrote = await reply(drafting, ask, 48)
+        taken.append(tally.accepted - before)
+        assert wrote == await reply(plain, ask, 48)
+    assert taken[1] > max(30, 2 * taken[0])

@@ -240,3 +240,33 @@ def test_a_draft_whose_cells_cannot_be_dropped_ends_its_request_only() -> None:
     assert len(ended) == 1 and scheduler.faults == 1
     (finished,) = [r for r in requests if r not in ended]
     assert finished.items[-1] is END and isinstance(finished.items[-2], Finish)
+
+
+def unrepeating(held: list[int]) -> int:
+    """A token no shorter ending of the sequence predicts: its own past never drafts it right."""
+    return 20 + hash(tuple(held)) % 97
+
+
+def test_a_reply_written_before_is_drafted_from_the_memory_of_replies() -> None:
+    prompt = list(range(1, 20))
+
+    def answered(drafting: Drafting) -> tuple[list[int], int]:
+        model = Model(1)
+        scheduler = Scheduler(model, slots=1, batch=64, chunk=16, drafting=drafting)
+        choice = Oracle(model, unrepeating, 40)
+        before = drafting.accepted
+        scheduler.submit([Job(Request(1).ticket, list(prompt), choice, lookup=drafting.index(prompt, True))])
+        drain(scheduler)
+        return choice.out, drafting.accepted - before
+
+    [plain], _, _ = run([prompt], unrepeating, 40, None)
+    remembering = Drafting(SpeculationRules(draft=8, memory=1000), capacity=256)
+    first, taken_first = answered(remembering)
+    again, taken_again = answered(remembering)
+    assert first == again == plain
+    assert taken_first < 5 and taken_again > 30  # the second time, the first reply is drafted
+    assert remembering.describe()["remembered"] == 39  # a run for each token the reply took before its last
+    forgetful = Drafting(SpeculationRules(draft=8, memory=0), capacity=256)
+    answered(forgetful)
+    assert answered(forgetful)[1] < 5 and forgetful.describe()["remembered"] is None
+    assert remembering.index(prompt, False) is None  # a request that opts out drafts nothing

@@ -84,9 +84,11 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.engines.llamacpp.jobs",
         "asgi_llm.engines.llamacpp.draft_payoff",
         "asgi_llm.engines.llamacpp.lookup",
+        "asgi_llm.engines.llamacpp.reply_memory",
     ),
     "asgi_llm.engines.llamacpp.draft_payoff": (),
-    "asgi_llm.engines.llamacpp.lookup": (),
+    "asgi_llm.engines.llamacpp.lookup": ("asgi_llm.engines.llamacpp.reply_memory",),
+    "asgi_llm.engines.llamacpp.reply_memory": (),
     "asgi_llm.engines.llamacpp.batch_plan": (
         "asgi_llm.engines.llamacpp.jobs",
         "asgi_llm.engines.llamacpp.prompt_cache",

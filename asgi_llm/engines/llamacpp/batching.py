@@ -351,8 +351,11 @@ class Scheduler:
     # -- leaving -----------------------------------------------------------------
 
     def _end(self, job: Job) -> None:
-        """The job leaves its slot, whose cache stays for the next prompt that starts the same way."""
+        """The job leaves its slot, whose cache stays for the next prompt that starts the same way,
+        and its reply joins the model's memory of replies (where it drafts from one)."""
         _closed(job)
+        if job.lookup is not None:
+            job.lookup.remember()
         slot = job.slot
         if slot is not None:
             slot.job = None

@@ -4,7 +4,9 @@ far), for the scheduler to verify in the same batched decode as the rest of a st
 Where a reply repeats what it has seen (an edit of code it was given, a quote, a JSON key it
 wrote before), the tokens that followed the last occurrence of its latest few tokens are a
 cheap and often right guess. The index grows by one entry per size per token taken, so a
-draft costs the same at any context length: no rescans of the history.
+draft costs the same at any context length: no rescans of the history. With a model's
+`ReplyMemory` (reply_memory.py), what the model wrote before after the same long context comes
+first, and the sequence's reply joins the memory when it ends (`remember`).
 
 Pure: token ids in, token ids out.
 """
@@ -13,20 +15,32 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from .reply_memory import KEY, ReplyMemory
+
 __all__ = ["PromptLookup"]
 
 
 class PromptLookup:
     """The last place each n-gram of the history ended, for every size from `longest` down to
-    `shortest`: a draft follows the longest n-gram that ends the history and occurred before."""
+    `shortest`: a draft follows the longest n-gram that ends the history and occurred before;
+    with a `memory`, what the model wrote after the history's long ending comes first."""
 
-    def __init__(self, history: Iterable[int] = (), *, longest: int = 4, shortest: int = 2) -> None:
+    def __init__(
+        self,
+        history: Iterable[int] = (),
+        *,
+        longest: int = 4,
+        shortest: int = 2,
+        memory: ReplyMemory | None = None,
+    ) -> None:
         if not 1 <= shortest <= longest:
             raise ValueError("n-gram sizes must satisfy 1 <= shortest <= longest")
         self._sizes = range(longest, shortest - 1, -1)
         self._tokens: list[int] = []
         self._ends: dict[tuple[int, ...], int] = {}  # n-gram -> the index just after its latest earlier occurrence
         self.extend(history)
+        self._memory = memory
+        self._reply = len(self._tokens)  # where the reply begins: what `remember` teaches the memory
 
     def __len__(self) -> int:
         return len(self._tokens)
@@ -44,6 +58,10 @@ class PromptLookup:
         if most <= 0:
             return []
         tokens = self._tokens
+        if self._memory is not None:
+            remembered = self._memory.follow((*tokens[-KEY:], *after), most)
+            if remembered:
+                return remembered
         ending = (*tokens[-self._sizes[0] :], *after)
         for size in self._sizes:
             if size > len(ending):
@@ -52,6 +70,12 @@ class PromptLookup:
             if start is not None:
                 return tokens[start : start + most]
         return []
+
+    def remember(self) -> None:
+        """The sequence ended: its reply (with the context it began in) joins the memory, once."""
+        if self._memory is not None:
+            self._memory.learn(self._tokens[max(0, self._reply - KEY) :])
+            self._memory = None
 
     def _index_ending_here(self) -> None:
         """Before a token is appended: record that each n-gram ending the history so far is

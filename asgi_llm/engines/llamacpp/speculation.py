@@ -2,7 +2,8 @@
 drafted and accepted tokens. Drafts come from two places: what a choice's grammar forces next
 (jump-forward: a JSON key's rest, a `const`, the comma after a value's space), for every model;
 then, where a model has `speculative = "ngram"`, the tokens that followed the sequence's latest
-n-gram in its own past (prompt lookup, lookup.py), after the forced ones.
+n-gram in its own past (prompt lookup, lookup.py), after the forced ones; or, first, what the
+model wrote in an earlier reply after the same long context (reply_memory.py).
 
 A draft is decoded after the sequence's next token in the step's one batched decode, each
 position with its logits; the scheduler then lets the choice pick at each position in turn
@@ -32,6 +33,7 @@ from typing import Protocol
 from .draft_payoff import PROBE, DraftPayoff
 from .jobs import Backend, Job
 from .lookup import PromptLookup
+from .reply_memory import ReplyMemory
 
 __all__ = ["DraftRequest", "Drafter", "Drafting", "SpeculationRules", "Spell", "unpick"]
 
@@ -65,6 +67,7 @@ class SpeculationRules:
     shortest: int = 2
     step_tokens: int = 16  # drafting stops where a step would decode more tokens than this
     lookup: bool = True  # whether sequences draft beyond what is forced (`ngram`, or `draft` with a drafter)
+    memory: int = 0  # the runs of past replies lookup remembers across requests (reply_memory.py); 0: none
 
 
 class Tail:
@@ -110,6 +113,7 @@ class Drafting:
         self.forced_accepted = 0  # of those, the ones the choices picked
         self.payoff = payoff or DraftPayoff()
         self._drafter: Drafter | None = None
+        self.memory = ReplyMemory(rules.memory) if rules.lookup and rules.memory > 0 else None
         self.tails: dict[int, Tail] = {}  # by token, where one ended a forced text (at most `TAILS`)
 
     def use(self, drafter: Drafter | None) -> None:
@@ -121,7 +125,8 @@ class Drafting:
         forced and its request lets it (with a drafter the index only marks it as drafting)."""
         if not self.rules.lookup or not speculative:
             return None
-        return PromptLookup(tokens, longest=self.rules.longest, shortest=self.rules.shortest)
+        memory = self.memory if self._drafter is None else None
+        return PromptLookup(tokens, longest=self.rules.longest, shortest=self.rules.shortest, memory=memory)
 
     def timed(self, tokens: int, seconds: float) -> None:
         """A step of running sequences and drafts only (no prompt) decoded `tokens` tokens and
@@ -213,6 +218,7 @@ class Drafting:
             "forced": self.forced,
             "forced_accepted": self.forced_accepted,
             "stepped_back": self.payoff.stepped_back,
+            "remembered": len(self.memory) if self.memory is not None else None,
         }
 
     def settle(self, job: Job, drafted: int, taken: int, token: int | None) -> None:
