@@ -86,13 +86,9 @@ class Runtime:
         self.cache = PromptCache(prompt_cache_bytes(cfg)) if cfg.prompt_cache_mib else None
         self.files = _prompt_files(cfg, self.decoder.per_sequence) if cfg.prompt_cache_dir else None
         if self.drafting is None:  # what a grammar forces is drafted always; the rest as set
-            more = cfg.speculative != "off"
+            more, memory = cfg.speculative != "off", cfg.speculative_memory
             rules = SpeculationRules(
-                draft=cfg.speculative_draft,
-                longest=cfg.speculative_ngram,
-                step_tokens=cfg.speculative_step_tokens,
-                lookup=more,
-                memory=cfg.speculative_memory,
+                cfg.speculative_draft, cfg.speculative_ngram, 2, cfg.speculative_step_tokens, more, memory
             )
             self.drafting = Drafting(rules, self.decoder.per_sequence, lambda t, text: following(self.model, t, text))
         self.drafting.use(self.drafter)
