@@ -4,7 +4,6 @@ prompt most drafted tokens are taken, several a decode."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import AsyncIterator
 
 import pytest
@@ -12,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from asgi_llm import ModelConfig
-from asgi_llm.core import ChatRequest, CompletionRequest, GenerationRequest, Message, SamplingParams
+from asgi_llm.core import ChatRequest, CompletionRequest, GenerationRequest, Message, OutputFormat, SamplingParams
 from asgi_llm.engines.llamacpp import LlamaCppEngine
 
 from .local_engine import local_engine, written
@@ -20,7 +19,17 @@ from .local_engine import local_engine, written
 pytestmark = [pytest.mark.anyio, pytest.mark.model]
 
 WEEK = "monday tuesday wednesday thursday friday saturday sunday\n"
-TOPICS = itertools.cycle(["a lighthouse keeper and her cat", "a baker who races bicycles up volcanoes"])
+TOPICS = iter(
+    [
+        "a lighthouse keeper and her cat",
+        "a baker who races bicycles up volcanoes",
+        "a violin maker in a desert town",
+        "an astronomer who counts moths",
+        "a ferry pilot who collects maps",
+        "a beekeeper on a city rooftop",
+    ]
+)
+"""One for each asking that must be new to the engine (whose memory outlives a test)."""
 WORDS = ["the", "river", "stone", "light", "code", "value", "items", "price", "count", "green", "over", "and"]
 
 
@@ -98,3 +107,28 @@ async def test_a_reply_asked_for_again_is_drafted_from_the_first_and_is_the_same
         taken.append(tally.accepted - before)
         assert wrote == await reply(plain, ask, 48)
     assert taken[1] > max(30, 2 * taken[0])
+
+
+async def test_a_structured_reply_asked_for_again_is_recalled_where_its_own_lookup_steps_back(
+    pair: tuple[LlamaCppEngine, LlamaCppEngine],
+) -> None:
+    """JSON values are not in the prompt, so a sequence's lookup guesses them badly and steps back;
+    the memory, judged apart, drafts the reply it wrote before, keys and values."""
+    plain, drafting = pair
+    tally = drafting.runtime.drafting if drafting.runtime is not None else None
+    assert tally is not None
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer"}, "city": {"type": "string"}},
+        "required": ["name", "age", "city"],
+    }
+    params = SamplingParams(
+        max_tokens=80, temperature=0, output_format=OutputFormat("json_schema", "response_format", schema)
+    )
+    request = ChatRequest(model="m", messages=(Message("user", f"Describe {next(TOPICS)} as JSON."),), sampling=params)
+    recalled = []
+    for _ in range(2):
+        before = tally.recalled_accepted
+        assert await written(drafting, request) == await written(plain, request)
+        recalled.append(tally.recalled_accepted - before)
+    assert recalled[0] < 5 and recalled[1] > 15

@@ -41,18 +41,18 @@ def test_it_holds_at_most_its_capacity_and_the_latest_reply(replies: list[list[i
     assert memory.follow(last[-KEY - 1 : -1], 1) == [last[-1]]
 
 
-def test_a_sequence_drafts_what_the_model_wrote_before_first_and_teaches_its_reply_once() -> None:
+def test_a_sequence_recalls_what_the_model_wrote_before_and_teaches_its_reply_once() -> None:
     memory = ReplyMemory(1000)
     first = PromptLookup([1, *CONTEXT], memory=memory)
-    assert first.draft(4) == []  # nothing remembered; its own past has no repeat
+    assert first.recall(4) == [] and first.draft(4) == []  # nothing remembered; its own past has no repeat
     first.extend([50, 51, 52, 53])
     first.remember()
     first.remember()
     assert len(memory) == 4  # the reply with the context it began in, once
     second = PromptLookup([2, *CONTEXT], memory=memory)
-    assert second.draft(3) == [50, 51, 52]
-    assert second.draft(3, after=[50]) == [51, 52, 53]
+    assert second.recall(3) == [50, 51, 52]
+    assert second.recall(3, after=[50]) == [51, 52, 53]
+    assert second.draft(3) == []  # its own lookup knows only its own past
     second.extend([50, 51])
-    assert second.draft(8) == [52, 53]  # then the memory knows no more
-    own = PromptLookup([*CONTEXT, *CONTEXT[:3]], memory=memory)
-    assert own.draft(2) == CONTEXT[3:5]  # where the memory knows nothing, the sequence's own past
+    assert second.recall(8) == [52, 53]  # then the memory knows no more
+    assert PromptLookup([2, *CONTEXT]).recall(3) == []  # without a memory, nothing is recalled

@@ -266,7 +266,22 @@ def test_a_reply_written_before_is_drafted_from_the_memory_of_replies() -> None:
     assert first == again == plain
     assert taken_first < 5 and taken_again > 30  # the second time, the first reply is drafted
     assert remembering.describe()["remembered"] == 39  # a run for each token the reply took before its last
+    assert remembering.recalled_accepted == taken_again and remembering.recall.rate == 1.0
     forgetful = Drafting(SpeculationRules(draft=8, memory=0), capacity=256)
     answered(forgetful)
     assert answered(forgetful)[1] < 5 and forgetful.describe()["remembered"] is None
     assert remembering.index(prompt, False) is None  # a request that opts out drafts nothing
+
+
+def test_drafts_from_the_memory_are_judged_apart_from_the_sequences_own_lookup() -> None:
+    """A sequence's lookup may guess badly (JSON values) where the memory, matching 12 tokens,
+    does not: each has its own acceptance."""
+    drafting = Drafting(SpeculationRules(draft=8, memory=100), capacity=100)
+    job = Job(Request(1).ticket, [1], Oracle(Model(1), hashed, 1))
+    job.recalled = True
+    drafting.settle(job, 8, 2, None)
+    assert drafting.recall.rate is not None and drafting.recall.rate < 1.0
+    assert job.acceptance.rate is None and drafting.payoff.prior is None
+    assert (drafting.recalled_accepted, job.recalled, job.reach) == (2, False, 3)
+    drafting.settle(job, 3, 1, None)  # a draft of its own lookup
+    assert job.acceptance.rate == pytest.approx(1 / 3) and drafting.recalled_accepted == 2

@@ -44,8 +44,8 @@ class Acceptance:
     lookup would have made (`shadow`) is judged against its picks as they come, as a draft
     would have been: a sequence that stepped back sees when its text turns to copying again."""
 
-    def __init__(self) -> None:
-        self.rate: float | None = None
+    def __init__(self, rate: float | None = None) -> None:
+        self.rate = rate
         self.asked = 0
         self.probing = False  # whether its latest allowance was a probe's (kept whatever it costs)
         self.shadow: list[int] = []

@@ -194,6 +194,7 @@ class Job:
     acceptance: Acceptance = field(default_factory=Acceptance)  # of its lookup drafts (draft_payoff.py)
     forced: int = 0  # of `draft`, the first tokens its choice's grammar forced (speculation.py)
     tail: int | None = None  # the forced text's last token, where its forced draft ends with it (`Tail`)
+    recalled: bool = False  # whether the rest of `draft` came from the model's memory of replies
 
 
 class Gate(Protocol):

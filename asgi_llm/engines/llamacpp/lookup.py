@@ -5,8 +5,8 @@ Where a reply repeats what it has seen (an edit of code it was given, a quote, a
 wrote before), the tokens that followed the last occurrence of its latest few tokens are a
 cheap and often right guess. The index grows by one entry per size per token taken, so a
 draft costs the same at any context length: no rescans of the history. With a model's
-`ReplyMemory` (reply_memory.py), what the model wrote before after the same long context comes
-first, and the sequence's reply joins the memory when it ends (`remember`).
+`ReplyMemory` (reply_memory.py) it also recalls what the model wrote before after the same long
+context (`recall`), and the sequence's reply joins the memory when it ends (`remember`).
 
 Pure: token ids in, token ids out.
 """
@@ -22,8 +22,8 @@ __all__ = ["PromptLookup"]
 
 class PromptLookup:
     """The last place each n-gram of the history ended, for every size from `longest` down to
-    `shortest`: a draft follows the longest n-gram that ends the history and occurred before;
-    with a `memory`, what the model wrote after the history's long ending comes first."""
+    `shortest`: a draft follows the longest n-gram that ends the history and occurred before.
+    With a `memory`, what the model wrote before after the history's long ending is recalled."""
 
     def __init__(
         self,
@@ -58,10 +58,6 @@ class PromptLookup:
         if most <= 0:
             return []
         tokens = self._tokens
-        if self._memory is not None:
-            remembered = self._memory.follow((*tokens[-KEY:], *after), most)
-            if remembered:
-                return remembered
         ending = (*tokens[-self._sizes[0] :], *after)
         for size in self._sizes:
             if size > len(ending):
@@ -70,6 +66,13 @@ class PromptLookup:
             if start is not None:
                 return tokens[start : start + most]
         return []
+
+    def recall(self, most: int, after: Sequence[int] = ()) -> list[int]:
+        """Up to `most` tokens the model wrote before after the history's last `KEY` tokens (with
+        `after`), from its memory of replies; none without one or where it knows none."""
+        if self._memory is None or most <= 0:
+            return []
+        return self._memory.follow((*self._tokens[-KEY:], *after), most)
 
     def remember(self) -> None:
         """The sequence ended: its reply (with the context it began in) joins the memory, once."""

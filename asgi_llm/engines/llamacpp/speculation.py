@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from .draft_payoff import PROBE, DraftPayoff
+from .draft_payoff import PROBE, Acceptance, DraftPayoff
 from .jobs import Backend, Job
 from .lookup import PromptLookup
 from .reply_memory import ReplyMemory
@@ -114,6 +114,9 @@ class Drafting:
         self.payoff = payoff or DraftPayoff()
         self._drafter: Drafter | None = None
         self.memory = ReplyMemory(rules.memory) if rules.lookup and rules.memory > 0 else None
+        self.recall = Acceptance(rate=1.0)  # of drafts from the memory, model-wide: a long context matched
+        self.recalled = 0  # of `drafted`, the tokens the memory of replies recalled
+        self.recalled_accepted = 0  # of those, the ones the choices picked
         self.tails: dict[int, Tail] = {}  # by token, where one ended a forced text (at most `TAILS`)
 
     def use(self, drafter: Drafter | None) -> None:
@@ -142,14 +145,17 @@ class Drafting:
         planned = len(running)  # tokens the step decodes so far
         asking: list[tuple[Job, int]] = []  # the sequences the drafter guesses for, and how far
         for job in running:
-            job.draft, job.forced, job.tail = [], 0, None
+            job.draft, job.forced, job.tail, job.recalled = [], 0, None, False
             if room <= 0 or job.slot is None or job.token is None:
                 continue
             space = min(room, self._capacity - len(job.slot.tokens) - 1)  # the next token's cell comes first
             try:
                 draft = self._forced(job, job.token, space)
                 job.forced = len(draft)
-                if job.lookup is not None and len(draft) < space:
+                recalled = self._recalled(job, draft, space - len(draft), planned, len(running))
+                if recalled:
+                    draft += recalled
+                elif job.lookup is not None and len(draft) < space:
                     most = min(
                         self.payoff.allowance(job.acceptance, bar, job.reach or self.rules.draft), space - len(draft)
                     )
@@ -168,7 +174,7 @@ class Drafting:
                         job.acceptance.watch(job.lookup.draft(job.reach or self.rules.draft))
             except Exception as exc:  # a draft is optional: this job decodes without one
                 log.error("a sequence's draft failed; it decodes without one: %r", exc, exc_info=exc)
-                draft, job.forced, job.tail = [], 0, None
+                draft, job.forced, job.tail, job.recalled = [], 0, None, False
             job.draft = draft
             room -= len(draft)
             planned += len(draft)
@@ -176,6 +182,22 @@ class Drafting:
             self.forced += job.forced
         if asking:
             self._guess(asking)
+
+    def _recalled(self, job: Job, draft: list[int], room: int, planned: int, producing: int) -> list[int]:
+        """What the model wrote before after the context `job` is in (reply_memory.py), where it
+        pays in this step: judged by the memory's own acceptance, model-wide (a sequence's lookup
+        may guess badly where the memory, matching a long context, does not)."""
+        if job.lookup is None or room <= 0:
+            return []
+        guess = job.lookup.recall(min(job.reach or self.rules.draft, room), after=draft)
+        if not guess:
+            return []
+        self.recall.asked += 1
+        if not self.payoff.keeps(self.recall, len(guess), planned + len(draft), producing):
+            return []
+        job.recalled = True
+        self.recalled += len(guess)
+        return guess
 
     def _guess(self, asking: list[tuple[Job, int]]) -> None:
         """The drafter's guesses, after each sequence's forced draft (the drafter keeps its own
@@ -219,6 +241,8 @@ class Drafting:
             "forced_accepted": self.forced_accepted,
             "stepped_back": self.payoff.stepped_back,
             "remembered": len(self.memory) if self.memory is not None else None,
+            "recalled": self.recalled,
+            "recalled_accepted": self.recalled_accepted,
         }
 
     def settle(self, job: Job, drafted: int, taken: int, token: int | None) -> None:
@@ -233,10 +257,15 @@ class Drafting:
         self.accepted += taken
         self.forced_accepted += min(taken, forced)
         looked, taken = drafted - forced, taken - forced
+        recalled, job.recalled = job.recalled, False
         if not looked or taken < 0:
             return
-        job.acceptance.judged(looked, taken, self.payoff.prior)
-        self.payoff.judged(looked, taken)
+        if recalled:
+            self.recall.judged(looked, taken)
+            self.recalled_accepted += taken
+        else:
+            job.acceptance.judged(looked, taken, self.payoff.prior)
+            self.payoff.judged(looked, taken)
         most = self.rules.draft
         job.reach = min(most, 2 * (job.reach or most)) if taken == looked else taken + 1
 
