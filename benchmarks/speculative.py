@@ -5,9 +5,13 @@ they must not cost.
     .venv/bin/python benchmarks/speculative.py [--threads T] [--tokens N] [--rounds R]
         [--modes ngram-simple,ngram-mod,ngram-map-k] [--cache DIR] [--model GGUF] [--workloads W,...]
 
-Servers: `asgi-llm serve` with `--speculative off` and `ngram`; llama-server with no
-speculation and with each `--spec-type` of `--modes` (its n-gram modes; the best per workload is
-its figure). Each serves 4 sequences of 2048 positions.
+Servers: `asgi-llm serve` with `--speculative off`, `ngram` (each sequence's own prompt and
+output only: `--speculative-memory 0`) and `ngram+memory` (with the memory of past replies);
+llama-server with no speculation and with each `--spec-type` of `--modes` (its n-gram modes; the
+best per workload is its figure). Each serves 4 sequences of 2048 positions. Every round repeats
+one request, whose greedy reply is the same each time: so `ngram+memory` drafts every round
+after the warm-up from the reply before, as does llama-server's `ngram-mod`, whose table is
+shared across requests too. `ngram` and the other modes see each request afresh.
 
 Workloads, each a greedy streamed chat completion of up to N tokens (end tokens allowed: both
 servers write the same text, checked):
@@ -117,10 +121,15 @@ WORKLOADS: dict[str, dict[str, Any]] = {
 }
 
 
-def ours(model: str, threads: int, speculative: str) -> ChildServer:
+OURS = {"off": ("off", 0), "ngram": ("ngram", 0), "ngram+memory": ("ngram", 65536)}
+"""Our modes: `speculative`, and `speculative_memory` (the runs of past replies remembered)."""
+
+
+def ours(model: str, threads: int, mode: str) -> ChildServer:
+    speculative, memory = OURS[mode]
     options = ["--model", model, "--model-id", MODEL_ID, "--threads", str(threads), "--n-ctx", str(N_CTX)]
     options += ["--parallel", str(PARALLEL), "--flash-attn", "on", "--no-web-ui", "--speculative", speculative]
-    return ChildServer("", {}, command=asgi_llm_serve(*options))
+    return ChildServer("", {}, command=asgi_llm_serve(*options, "--speculative-memory", str(memory)))
 
 
 def theirs(binary: Path, model: str, threads: int, mode: str) -> ChildServer:
@@ -278,9 +287,7 @@ def main() -> None:
 
     model = args.model or default_model_path()
     server_bin, _ = build(args.cache)
-    makers: dict[str, Maker] = {
-        f"ours {mode}": (lambda m=mode: ours(model, args.threads, m)) for mode in ("off", "ngram")
-    }
+    makers: dict[str, Maker] = {f"ours {mode}": (lambda m=mode: ours(model, args.threads, m)) for mode in OURS}
     for mode in ("none", *args.modes.split(",")):
         makers[f"llama-server {mode}"] = lambda m=mode: theirs(server_bin, model, args.threads, m)
     plan = [(workload, workload, 1) for workload in WORKLOADS] + [("free chat x4", "free chat", 4)]
@@ -290,17 +297,19 @@ def main() -> None:
             runs[server][name] = figure
     print(f"\n{args.threads} threads, {args.tokens} tokens, median of {args.rounds}; tokens/s (acceptance)\n")
     names = list(runs)
-    print("| workload | " + " | ".join(names) + " | ours ngram / ours off | ours ngram / best llama-server |")
-    print("|---|" + "---|" * (len(names) + 2))
+    ratios = "ours ngram / ours off | ngram+memory / ours off | ours ngram / best llama-server | ngram+memory / best"
+    print("| workload | " + " | ".join(names) + f" | {ratios} |")
+    print("|---|" + "---|" * (len(names) + 4))
     for workload in runs["ours off"]:
         cells = []
         for name in names:
             rate, accepted, _ = runs[name][workload]
             cells.append(f"{rate:.1f}" + (f" ({accepted:.0%})" if accepted is not None else ""))
         best = max((runs[name][workload][0] for name in names if name.startswith("llama-server")), key=_finite)
-        ratio_self = runs["ours ngram"][workload][0] / runs["ours off"][workload][0]
-        ratio_them = runs["ours ngram"][workload][0] / best
-        print(f"| {workload} | " + " | ".join(cells) + f" | {ratio_self:.2f}× | {ratio_them:.2f}× |")
+        off = runs["ours off"][workload][0]
+        mine = [runs[name][workload][0] for name in ("ours ngram", "ours ngram+memory")]
+        figures = [*(rate / off for rate in mine), *(rate / best for rate in mine)]
+        print(f"| {workload} | " + " | ".join(cells) + "".join(f" | {x:.2f}×" for x in figures) + " |")
     for workload in runs["ours off"]:
         texts = {name: runs[name][workload][2] for name in names}
         if len(set(texts.values())) > 1 and not workload.endswith("x4"):
