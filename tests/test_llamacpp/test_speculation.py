@@ -139,6 +139,37 @@ def test_output_is_the_same_with_drafts_and_the_cache_holds_only_what_was_picked
     assert drafting is not None and drafting.accepted <= drafting.drafted
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    prompts=st.lists(st.lists(st.integers(0, 6), min_size=1, max_size=24), min_size=1, max_size=4),
+    tokens=st.integers(1, 30),
+    memory=st.integers(1, 64),
+)
+def test_output_is_the_same_when_the_memory_of_replies_drafts(
+    prompts: list[list[int]], tokens: int, memory: int
+) -> None:
+    """The same prompts twice through one model's drafting: the second time much is recalled
+    (a small memory forgets), and every output is the model's own."""
+    plain = run(prompts, hashed, tokens, None)[0]
+    drafting = Drafting(SpeculationRules(draft=8, memory=memory), capacity=256)
+    for _ in range(2):
+        model = Model(len(prompts))
+        scheduler = Scheduler(model, slots=len(prompts), batch=64, chunk=16, drafting=drafting)
+        choices = [Oracle(model, hashed, tokens) for _ in prompts]
+        scheduler.submit(
+            [
+                Job(Request(1).ticket, list(prompt), choice, lookup=drafting.index(prompt, True))
+                for prompt, choice in zip(prompts, choices, strict=True)
+            ]
+        )
+        for _ in steps(scheduler):
+            for slot in scheduler.slots:
+                assert model.holds(slot.sequence) == slot.tokens
+        assert [choice.out for choice in choices] == plain
+    assert drafting.recalled_accepted <= drafting.recalled and drafting.accepted <= drafting.drafted
+    assert drafting.memory is not None and len(drafting.memory) <= max(2, memory)
+
+
 def test_drafting_steps_back_when_the_running_sequences_fill_the_step() -> None:
     prompts = [[1, 2, 3, 1, 2, 3, 1, 2]] * 4
     _, _, drafting = run(prompts, cyclic(3), 20, SpeculationRules(step_tokens=4))
