@@ -24,6 +24,7 @@ from ..decoding.constraints import LazyCalls
 from ..decoding.gbnf import Grammar
 from ..decoding.tool_calls import JsonValues, canonical_json
 from ..decoding.tool_detect import CallDetector, call_level, trigger_grammar
+from .grammar_pick import best_allowed
 from .native import Model
 from .picks import PENALTY_WINDOW, GreedyPick, bounded, fast_pick, penalized, top_k
 
@@ -314,17 +315,17 @@ class Sampling:
     def _allowed(self, row: int, grammar: Any) -> int | None:
         """The chain's pick among the tokens `grammar` allows. Where the client's bias and the
         penalties rule out every one of those, the one the model itself rates highest; None where
-        the grammar allows no token at all."""
+        the grammar allows no token at all. Plain greedy looks among the row's top first."""
+        logits = np.ctypeslib.as_array(self._logits(row), shape=(self._model.n_vocab,))
+        if self._plain and (best := best_allowed(logits, grammar)) is not None:
+            return best
         token = self._pick(row, grammar)
         if _allows(grammar, token):
             return token
         candidates, view = self._filled(0.0)
         llama_cpp.llama_sampler_apply(grammar, ctypes.byref(view))
         allowed = np.flatnonzero(candidates["logit"] == 0)  # the grammar sets the rest to -inf
-        if not len(allowed):
-            return None
-        logits = np.ctypeslib.as_array(self._logits(row), shape=(self._model.n_vocab,))
-        return int(allowed[logits[allowed].argmax()])
+        return int(allowed[logits[allowed].argmax()]) if len(allowed) else None
 
     def _filled(self, logits: np.ndarray | float) -> tuple[np.ndarray, Any]:
         """The candidates array with every token in order at `logits`, and llama.cpp's view of it."""
