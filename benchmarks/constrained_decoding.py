@@ -18,9 +18,13 @@ token's time. A fourth variant, json_schema with a third of the budget, makes it
 so its forced path is measured too. A fifth, json_schema_no_drafts, is json_schema with the request's
 `speculative: false`: no grammar jump-forward (the text a grammar forces, drafted and verified in the next
 step's decode; docs/performance.md), so the two lines compare tokens/s with drafting on and off, and the
-tokens drafted and taken are printed.
+tokens drafted and taken are printed. A sixth, json_schema_untold, asks for a story under the same
+schema: the prompt tells the model of no JSON, so its favourite token is often refused, and each refused
+pick is retaken (from the row's top tokens first, or with --whole-vocabulary over the whole vocabulary,
+as before grammar_pick.py); the picks retaken and their time are printed.
 
 Run: .venv/bin/python benchmarks/constrained_decoding.py [--threads T] [--tokens N] [--repeats R] [--model PATH]
+    [--whole-vocabulary]
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from asgi_llm.config import ModelConfig, default_model_path
 from asgi_llm.core import ChatRequest, Finish, Message, OutputFormat, SamplingParams, TextDelta
 from asgi_llm.engines.decoding.closing import Closer
 from asgi_llm.engines.inference_thread import InferenceThread
-from asgi_llm.engines.llamacpp import LlamaCppEngine
+from asgi_llm.engines.llamacpp import LlamaCppEngine, sampling
 
 PROMPT = (
     "Describe a fictional person as a JSON object with the fields name, age, city, occupation and hobbies "
@@ -61,19 +65,23 @@ VARIANTS = {
     "json_object": OutputFormat(kind="json_object", param="response_format"),
     "json_schema_cut": OutputFormat(kind="json_schema", param="response_format", schema=SCHEMA),
     "json_schema_no_drafts": OutputFormat(kind="json_schema", param="response_format", schema=SCHEMA),
+    "json_schema_untold": OutputFormat(kind="json_schema", param="response_format", schema=SCHEMA),
 }
+UNTOLD = "Write a short story about a robot who learns to paint."
+"""json_schema_untold's prompt: it asks for no JSON, so the model's favourite is often refused."""
+REFUSED = {"seconds": 0.0, "picks": 0}  # time spent retaking picks the grammar refused, and how many
 DRAFTS = {"drafted": 0, "accepted": 0}  # json_schema's runs: tokens jump-forward drafted, and those taken
 WATCH = {"seconds": 0.0, "tokens": 0}  # time spent in the closing watch, and the tokens it chose
 
 
-def timed(method: Callable[..., Any]) -> Callable[..., Any]:
+def timed(method: Callable[..., Any], tally: dict[str, Any], count: str) -> Callable[..., Any]:
     def run(*args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
         try:
             return method(*args, **kwargs)
         finally:
-            WATCH["seconds"] += time.perf_counter() - start
-            WATCH["tokens"] += 1
+            tally["seconds"] += time.perf_counter() - start
+            tally[count] += 1
 
     return run
 
@@ -82,7 +90,8 @@ def request(fmt: OutputFormat | None, tokens: int, name: str = "") -> ChatReques
     tokens = tokens // 3 if name.endswith("_cut") else tokens
     speculative = not name.endswith("_no_drafts")
     sampling = SamplingParams(max_tokens=tokens, temperature=0, output_format=fmt, speculative=speculative)
-    return ChatRequest(model="bench", messages=(Message("user", PROMPT),), sampling=sampling)
+    prompt = UNTOLD if name.endswith("_untold") else PROMPT
+    return ChatRequest(model="bench", messages=(Message("user", prompt),), sampling=sampling)
 
 
 async def generate_once(
@@ -111,6 +120,7 @@ async def measure(model: str, threads: int, tokens: int, repeats: int) -> dict[s
         for name, fmt in VARIANTS.items():  # warm-up
             await generate_once(engine, fmt, tokens, name)
         WATCH.update(seconds=0.0, tokens=0)
+        REFUSED.update(seconds=0.0, picks=0)
         runs: dict[str, list[tuple[int, float, str]]] = {name: [] for name in VARIANTS}
         drafting = engine.runtime.drafting if engine.runtime is not None else None
         for _ in range(repeats):
@@ -132,12 +142,18 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=96)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--model", default=None, help="GGUF file (default: the packaged default model)")
+    parser.add_argument(
+        "--whole-vocabulary", action="store_true", help="retake a refused pick over the whole vocabulary (as before)"
+    )
     args = parser.parse_args()
+    if args.whole_vocabulary:
+        sampling.best_allowed = lambda logits, grammar: None
     model = args.model or default_model_path()
     print(f"cores: {os.cpu_count()}  threads: {args.threads}  max_tokens: {args.tokens}  repeats: {args.repeats}")
     print(f"model: {model}")
 
-    Closer.choose = timed(Closer.choose)  # type: ignore[method-assign]  (every sampled token passes here)
+    Closer.choose = timed(Closer.choose, WATCH, "tokens")  # type: ignore[method-assign]  (every sampled token passes)
+    sampling.Sampling._allowed = timed(sampling.Sampling._allowed, REFUSED, "picks")  # type: ignore[method-assign]
     runs = asyncio.run(measure(model, args.threads, args.tokens, args.repeats))
     medians = {name: statistics.median(r for _, r, _ in results) for name, results in runs.items()}
     base = medians["unconstrained"]
@@ -160,6 +176,9 @@ def main() -> None:
     share = per_token * base
     print(f"closing watch: {per_token * 1e6:.0f} us per constrained token over {WATCH['tokens']} tokens, ", end="")
     print(f"{share:.1%} of an unconstrained token ({1e3 / base:.1f} ms)")
+    retake = REFUSED["seconds"] / max(REFUSED["picks"], 1)
+    how = "the whole vocabulary" if args.whole_vocabulary else "the row's top first"
+    print(f"refused picks: {REFUSED['picks']} over all runs, retaken from {how}: {retake * 1e3:.2f} ms each")
     for name, results in runs.items():
         texts = {text for _, _, text in results}
         if len(texts) > 1:
