@@ -11,7 +11,7 @@ import llama_cpp
 import numpy as np
 import pytest
 
-from asgi_llm.engines.llamacpp.grammar_pick import TOP, best_allowed
+from asgi_llm.engines.llamacpp.grammar_pick import TIERS, best_allowed
 from asgi_llm.engines.llamacpp.jobs import BatchToken
 from asgi_llm.engines.llamacpp.native import Decoder, Model
 
@@ -19,6 +19,7 @@ GRAMMARS = {
     "object": 'root ::= "{" ws "\\"name\\"" ws ":" ws "\\"" [a-zA-Z ]* "\\"" ws "}"\nws ::= [ \\t\\n]*',
     "digits": "root ::= [0-9]+",
     "one word": 'root ::= "zebra"',
+    "tamil": 'root ::= "\u0b95\u0bc1"',  # spelled in byte tokens
 }
 
 
@@ -54,7 +55,7 @@ def rows(loaded: tuple[Model, Decoder]) -> list[np.ndarray]:
 
 
 @pytest.mark.parametrize(
-    ("grammar", "taken"), [("object", ""), ("object", '{"name": "A'), ("digits", "4"), ("one word", "")]
+    ("grammar", "taken"), [("object", ""), ("object", '{"name": "A'), ("digits", "4"), ("one word", ""), ("tamil", "")]
 )
 def test_the_top_gives_the_whole_vocabularys_pick_or_defers(
     loaded: tuple[Model, Decoder], rows: list[np.ndarray], grammar: str, taken: str
@@ -67,22 +68,29 @@ def test_the_top_gives_the_whole_vocabularys_pick_or_defers(
             if pick is not None:
                 assert pick == whole_vocabulary(row, sampler)
         found = len(rows) - picked.count(None)
-        assert found == 0 if grammar == "one word" else found > 0  # "zebra" is in no row's top
+        assert found > 0  # the top decides somewhere (where it does not, the tests below)
     finally:
         llama_cpp.llama_sampler_free(sampler)
 
 
-def test_a_tie_with_a_token_left_out_goes_to_the_whole_vocabulary(loaded: tuple[Model, Decoder]) -> None:
+def test_the_wider_top_decides_where_the_narrow_one_allows_nothing_and_ties_defer(
+    loaded: tuple[Model, Decoder],
+) -> None:
     model, _ = loaded
     sampler = grammar_sampler(model, GRAMMARS["digits"])
+    narrow, wide = TIERS
     digits = [t for t in range(model.n_vocab) if model.piece(t).isdigit()][:2]
-    others = [t for t in range(model.n_vocab) if model.piece(t).isalpha()][:TOP]
+    letters = [t for t in range(model.n_vocab) if model.piece(t).isalpha()]
+    assert len(letters) > wide
     try:
         row = np.zeros(model.n_vocab, dtype=np.float32)
-        row[others] = 5.0  # the top: letters only
+        row[letters[:narrow]] = 5.0  # the narrow top: letters only
         row[digits] = 1.0
-        assert best_allowed(row, sampler) is None  # no digit in the top
-        row[others[-2:]], row[digits[0]] = 4.0, 4.5  # a digit in the top, over its lowest (a letter)
+        assert best_allowed(row, sampler) == digits[0] == whole_vocabulary(row, sampler)  # from the wide top
+        row[letters[:-narrow]] = 3.0  # the wide top is letters too now: nothing decides
+        row[letters[:narrow]] = 5.0
+        assert best_allowed(row, sampler) is None and whole_vocabulary(row, sampler) == digits[0]
+        row[letters[narrow - 2 : narrow]], row[digits[0]] = 4.0, 4.5  # a digit in the narrow top, over its lowest
         assert best_allowed(row, sampler) == digits[0] == whole_vocabulary(row, sampler)
         row[:] = 5.0  # every token equal: the top's best may tie with a lower id left out
         assert best_allowed(row, sampler) is None and whole_vocabulary(row, sampler) == min(digits)
