@@ -19,12 +19,19 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
-__all__ = ["TIERS", "best_allowed"]
+__all__ = ["TIERS", "TOKEN_DATA", "best_allowed", "token_view"]
 
 TIERS = (64, 4096)
 """The tokens put through the grammar, the highest first, before the whole vocabulary is."""
 
-_TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])  # llama_token_data
+TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])  # llama_token_data
+
+
+def token_view(candidates: np.ndarray) -> Any:
+    """llama.cpp's view of an array of `TOKEN_DATA` (unsorted, nothing selected), for its samplers
+    to rule on in place."""
+    data = candidates.ctypes.data_as(llama_cpp.llama_token_data_p)
+    return llama_cpp.llama_token_data_array(data=data, size=len(candidates), selected=-1, sorted=False)
 
 
 def best_allowed(logits: np.ndarray, grammar: Any) -> int | None:
@@ -43,13 +50,10 @@ def best_allowed(logits: np.ndarray, grammar: Any) -> int | None:
 def _best_of_top(logits: np.ndarray, grammar: Any, size: int) -> int | None:
     top = np.argpartition(logits, -size)[-size:]
     top = top[np.lexsort((top, -logits[top]))]  # highest first; equals by id
-    candidates = np.zeros(size, dtype=_TOKEN_DATA)
+    candidates = np.zeros(size, dtype=TOKEN_DATA)
     candidates["id"] = top
     candidates["logit"] = logits[top]
-    view = llama_cpp.llama_token_data_array(
-        data=candidates.ctypes.data_as(llama_cpp.llama_token_data_p), size=size, selected=-1, sorted=False
-    )
-    llama_cpp.llama_sampler_apply(grammar, ctypes.byref(view))  # sets the refused to -inf, in place
+    llama_cpp.llama_sampler_apply(grammar, ctypes.byref(token_view(candidates)))  # sets the refused to -inf
     allowed = np.flatnonzero(np.isfinite(candidates["logit"]))
     if not len(allowed):
         return None

@@ -24,7 +24,7 @@ from ..decoding.constraints import LazyCalls
 from ..decoding.gbnf import Grammar
 from ..decoding.tool_calls import JsonValues, canonical_json
 from ..decoding.tool_detect import CallDetector, call_level, trigger_grammar
-from .grammar_pick import best_allowed
+from .grammar_pick import TOKEN_DATA, best_allowed, token_view
 from .native import Model
 from .picks import PENALTY_WINDOW, GreedyPick, bounded, fast_pick, penalized, top_k
 
@@ -32,7 +32,6 @@ __all__ = ["Sampling", "accepted_grammar", "following", "logprob", "readable", "
 
 log = logging.getLogger("asgi_llm.engine")
 internals: Any = _internals  # untyped; only its sampler chain is used
-_TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])  # llama_token_data
 Logits = Callable[[int], Any]  # batch row -> the ctypes float pointer of its logits
 
 
@@ -331,15 +330,12 @@ class Sampling:
         """The candidates array with every token in order at `logits`, and llama.cpp's view of it."""
         n_vocab = self._model.n_vocab
         if self._candidates is None:
-            self._candidates = np.zeros(n_vocab, dtype=_TOKEN_DATA)
+            self._candidates = np.zeros(n_vocab, dtype=TOKEN_DATA)
         candidates = self._candidates
         candidates["id"] = np.arange(n_vocab, dtype=np.int32)
         candidates["logit"] = logits
         candidates["p"] = 0.0
-        view = llama_cpp.llama_token_data_array(
-            data=candidates.ctypes.data_as(llama_cpp.llama_token_data_p), size=n_vocab, selected=-1, sorted=False
-        )
-        return candidates, view
+        return candidates, token_view(candidates)
 
     def _stranded(self) -> int:
         """The grammar allows no token here (its next character is in no token): the output ends,
