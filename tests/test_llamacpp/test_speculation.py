@@ -18,6 +18,7 @@ from asgi_llm.core.events import EngineEvent, GenerationEvent
 from asgi_llm.engines.llamacpp.batching import Scheduler
 from asgi_llm.engines.llamacpp.jobs import END, Job, Turn
 from asgi_llm.engines.llamacpp.lookup import PromptLookup
+from asgi_llm.engines.llamacpp.reply_memory import ReplyMemory
 from asgi_llm.engines.llamacpp.speculation import Drafting, SpeculationRules
 
 from .sequence_model import Model, Request
@@ -316,3 +317,31 @@ def test_drafts_from_the_memory_are_judged_apart_from_the_sequences_own_lookup()
     assert (drafting.recalled_accepted, job.recalled, job.reach) == (2, False, 3)
     drafting.settle(job, 3, 1, None)  # a draft of its own lookup
     assert job.acceptance.rate == pytest.approx(1 / 3) and drafting.recalled_accepted == 2
+
+
+class BrokenMemory(ReplyMemory):
+    """Fails every recall and every reply it is taught."""
+
+    def follow(self, ending: Sequence[int], most: int) -> list[int]:
+        raise RuntimeError("recall failed")
+
+    def learn(self, tokens: Sequence[int]) -> None:
+        raise RuntimeError("learning failed")
+
+
+def test_a_memory_that_fails_costs_its_drafts_only() -> None:
+    """A fault in recalling or remembering leaves the sequences to decode without the memory,
+    the scheduler whole and every reply the same."""
+    prompt = list(range(1, 20))
+    [plain], _, _ = run([prompt], unrepeating, 30, None)
+    drafting = Drafting(SpeculationRules(draft=8, memory=100), capacity=256)
+    drafting.memory = BrokenMemory(100)
+    for _ in range(2):
+        model = Model(1)
+        scheduler = Scheduler(model, slots=1, batch=64, chunk=16, drafting=drafting)
+        choice, request = Oracle(model, unrepeating, 30), Request(1)
+        scheduler.submit([Job(request.ticket, list(prompt), choice, lookup=drafting.index(prompt, True))])
+        drain(scheduler)
+        assert choice.out == plain and request.items[-1] is END
+        assert not scheduler.broken and scheduler.faults == 0
+    assert drafting.recalled == 0

@@ -354,8 +354,11 @@ class Scheduler:
         """The job leaves its slot, whose cache stays for the next prompt that starts the same way,
         and its reply joins the model's memory of replies (where it drafts from one)."""
         _closed(job)
-        if job.lookup is not None:
-            job.lookup.remember()
+        try:
+            if job.lookup is not None:
+                job.lookup.remember()
+        except Exception as exc:  # the memory is optional: the job leaves all the same
+            log.error("a reply could not join the memory of replies: %r", exc, exc_info=exc)
         slot = job.slot
         if slot is not None:
             slot.job = None
