@@ -319,6 +319,35 @@ def test_drafts_from_the_memory_are_judged_apart_from_the_sequences_own_lookup()
     assert job.acceptance.rate == pytest.approx(1 / 3) and drafting.recalled_accepted == 2
 
 
+def test_the_memorys_whole_drafts_run_on_past_the_lookup_draft_to_the_steps_budget() -> None:
+    """A recalled draft taken whole doubles the next one's reach up to `step_tokens`, not the
+    lookup's `draft`: a reply written before is decoded in steps as long as a step may be,
+    while the sequence's own lookup keeps to `draft`."""
+    prompt = list(range(1, 20))
+    drafting = Drafting(SpeculationRules(draft=4, step_tokens=16, memory=1000), capacity=256)
+
+    def answered() -> tuple[list[int], list[int]]:
+        model = Model(1)
+        scheduler = Scheduler(model, slots=1, batch=64, chunk=32, drafting=drafting)
+        choice = Oracle(model, unrepeating, 60)
+        scheduler.submit([Job(Request(1).ticket, list(prompt), choice, lookup=drafting.index(prompt, True))])
+        sizes = [len(model.last) for _ in steps(scheduler)]
+        return choice.out, sizes
+
+    [plain], _, _ = run([prompt], unrepeating, 60, None)
+    first, first_sizes = answered()
+    again, sizes = answered()
+    assert first == again == plain
+    assert first_sizes[0] == len(prompt) and max(first_sizes[1:]) <= 1 + 4  # the first time: the lookup's reach
+    assert max(sizes[1:]) == 16 and len(sizes) <= 8  # 60 tokens: 5, 9, then steps of 16
+    job = Job(Request(1).ticket, [1], Oracle(Model(1), hashed, 1))
+    job.recalled = True
+    drafting.settle(job, 16, 16, None)
+    assert job.reach == 16
+    drafting.settle(job, 3, 3, None)  # a draft of its own lookup, taken whole: back within `draft`
+    assert job.reach == 4
+
+
 class BrokenMemory(ReplyMemory):
     """Fails every recall and every reply it is taught."""
 

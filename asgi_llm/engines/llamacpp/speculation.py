@@ -17,7 +17,8 @@ Drafting steps back where it would cost more than it gives: a decode of a few to
 what one token does (reading the weights dominates), a full one costs per token. So drafts fill
 a step only up to `step_tokens` decoded tokens, the running sequences' own counted first; a
 sequence's lookup reach halves to what it last had accepted, plus one, when a draft misses,
-doubling again while drafts are taken whole; and a sequence whose own measured acceptance is below
+doubling again while drafts are taken whole, up to `draft` (up to `step_tokens` while the
+memory's drafts are: a matched reply runs on, and on a CPU a longer step costs less a token); and a sequence whose own measured acceptance is below
 the share of the step's cost that its tokens make does not draft from its past, and a draft too
 short to pay for what its size adds to the step is dropped (draft_payoff.py: the busier the batch,
 the better drafts must do).
@@ -156,9 +157,7 @@ class Drafting:
                 if recalled:
                     draft += recalled
                 elif job.lookup is not None and len(draft) < space:
-                    most = min(
-                        self.payoff.allowance(job.acceptance, bar, job.reach or self.rules.draft), space - len(draft)
-                    )
+                    most = min(self.payoff.allowance(job.acceptance, bar, self._reach(job)), space - len(draft))
                     if most and self._drafter is not None:  # judged before its guess, which costs decodes
                         if self.payoff.keeps(job.acceptance, most, planned + len(draft), len(running)):
                             asking.append((job, most))
@@ -171,7 +170,7 @@ class Drafting:
                         elif not draft:  # too short to pay: judged by its picks instead
                             job.acceptance.watch(looked)
                     elif not draft and self._drafter is None:  # what it would have drafted, judged by its picks
-                        job.acceptance.watch(job.lookup.draft(job.reach or self.rules.draft))
+                        job.acceptance.watch(job.lookup.draft(self._reach(job)))
             except Exception as exc:  # a draft is optional: this job decodes without one
                 log.error("a sequence's draft failed; it decodes without one: %r", exc, exc_info=exc)
                 draft, job.forced, job.tail, job.recalled = [], 0, None, False
@@ -182,6 +181,11 @@ class Drafting:
             self.forced += job.forced
         if asking:
             self._guess(asking)
+
+    def _reach(self, job: Job) -> int:
+        """The most its lookup (or the drafter) guesses next: its reach, at most `draft` (a reach
+        the memory's whole takes grew serves the memory alone)."""
+        return min(job.reach or self.rules.draft, self.rules.draft)
 
     def _recalled(self, job: Job, draft: list[int], room: int, planned: int, producing: int) -> list[int]:
         """What the model wrote before after the context `job` is in (reply_memory.py), where it
@@ -266,7 +270,7 @@ class Drafting:
         else:
             job.acceptance.judged(looked, taken, self.payoff.prior)
             self.payoff.judged(looked, taken)
-        most = self.rules.draft
+        most = self.rules.step_tokens if recalled else self.rules.draft  # recalled whole: the memory runs on
         job.reach = min(most, 2 * (job.reach or most)) if taken == looked else taken + 1
 
 
