@@ -121,15 +121,17 @@ WORKLOADS: dict[str, dict[str, Any]] = {
 }
 
 
-OURS = {"off": ("off", 0), "ngram": ("ngram", 0), "ngram+memory": ("ngram", 65536)}
-"""Our modes: `speculative`, and `speculative_memory` (the runs of past replies remembered)."""
+OURS = {"off": ("off", None), "ngram": ("ngram", 0), "ngram+memory": ("ngram", 65536)}
+"""Our modes: `speculative`, and `speculative_memory` (the runs of past replies remembered; `ngram` only)."""
 
 
 def ours(model: str, threads: int, mode: str) -> ChildServer:
     speculative, memory = OURS[mode]
     options = ["--model", model, "--model-id", MODEL_ID, "--threads", str(threads), "--n-ctx", str(N_CTX)]
     options += ["--parallel", str(PARALLEL), "--flash-attn", "on", "--no-web-ui", "--speculative", speculative]
-    return ChildServer("", {}, command=asgi_llm_serve(*options, "--speculative-memory", str(memory)))
+    if memory is not None:
+        options += ["--speculative-memory", str(memory)]
+    return ChildServer("", {}, command=asgi_llm_serve(*options))
 
 
 def theirs(binary: Path, model: str, threads: int, mode: str) -> ChildServer:

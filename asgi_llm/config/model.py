@@ -205,9 +205,25 @@ class ModelConfig(BaseModel):
             raise ValueError(f'model {self.id!r}: speculative = "draft" and draft_model go together')
         if self.draft_model is not None and self.is_upstream:
             raise ValueError(f"model {self.id!r}: draft_model is for a local model")
+        self._speculative_settings_read()
         if self.embedding_dimensions and not self.embeddings:
             raise ValueError(f"model {self.id!r}: embedding_dimensions needs embeddings = true")
         return self
+
+    def _speculative_settings_read(self) -> None:
+        """A drafting setting given where `speculative` never reads it would change nothing: refused,
+        naming the mode that reads it (a default is no setting)."""
+        settings = (
+            ("speculative_draft", self.speculative_draft, ("ngram", "draft")),
+            ("speculative_ngram", self.speculative_ngram, ("ngram",)),
+            ("speculative_memory", self.speculative_memory, ("ngram",)),
+        )
+        for name, value, modes in settings:
+            if self.speculative not in modes and value != type(self).model_fields[name].default:
+                wanted = " or ".join(f'"{mode}"' for mode in modes)
+                raise ValueError(
+                    f'model {self.id!r}: {name} is read only with speculative = {wanted}, and it is "{self.speculative}"'
+                )
 
     @property
     def is_upstream(self) -> bool:
