@@ -35,6 +35,9 @@ class EngineHealth:
     restarts: int = 0  # times the model restarted in place, after a stall or a broken invariant
     drafted: int = 0  # tokens decoded as drafts to verify (speculative decoding)
     accepted: int = 0  # of those, the ones picked: each saved a decode
+    recalled: int = 0  # of `drafted`, the tokens recalled from the model's memory of past replies
+    recalled_accepted: int = 0  # of those, the ones picked
+    remembered: int = 0  # runs of past replies the memory holds now
 
 
 class Tokenizer(Protocol):

@@ -71,7 +71,9 @@ class Metrics:
         self.loaded = Gauge("asgi_llm_model_loaded", "1 if the model is loaded, 0 if not.", ("model",))
         self.waiting = Gauge("asgi_llm_requests_queued", "Requests waiting for their model to be free.", ("model",))
         self.faults = Counter(
-            "asgi_llm_engine_faults_total", "Requests a fault on the model's side ended, the others going on.", ("model",)
+            "asgi_llm_engine_faults_total",
+            "Requests a fault on the model's side ended, the others going on.",
+            ("model",),
         )
         self.stalls = Counter(
             "asgi_llm_engine_stalls_total", "Times a model's work made no progress for its stall_seconds.", ("model",)
@@ -79,12 +81,27 @@ class Metrics:
         self.restarts = Counter(
             "asgi_llm_engine_restarts_total", "Times a model restarted in place after a stall or a fault.", ("model",)
         )
-        self.stalled = Gauge("asgi_llm_engine_stalled", "1 while a loaded model cannot serve a fresh request.", ("model",))
+        self.stalled = Gauge(
+            "asgi_llm_engine_stalled", "1 while a loaded model cannot serve a fresh request.", ("model",)
+        )
         self.drafted = Counter(
             "asgi_llm_speculative_drafted_tokens_total", "Tokens a model drafted to verify (speculative).", ("model",)
         )
         self.accepted = Counter(
             "asgi_llm_speculative_accepted_tokens_total", "Drafted tokens the model's picks took.", ("model",)
+        )
+        self.recalled = Counter(
+            "asgi_llm_speculative_recalled_tokens_total",
+            "Of the drafted tokens, those recalled from the model's memory of past replies.",
+            ("model",),
+        )
+        self.recalled_accepted = Counter(
+            "asgi_llm_speculative_recalled_accepted_tokens_total", "Recalled tokens the model's picks took.", ("model",)
+        )
+        self.remembered = Gauge(
+            "asgi_llm_speculative_memory_runs",
+            "Runs of past replies the model's memory holds (speculative_memory).",
+            ("model",),
         )
 
     def observe(self, record: UsageRecord) -> None:
@@ -116,6 +133,7 @@ class Metrics:
                 self.waiting.set((model,), float(count))
         if self._engines is not None:
             self.stalled.clear()
+            self.remembered.clear()
             for model, health in self._engines():
                 self.faults.total((model,), health.faults)
                 self.stalls.total((model,), health.stalls)
@@ -123,6 +141,9 @@ class Metrics:
                 self.stalled.set((model,), 1.0 if health.stalled else 0.0)
                 self.drafted.total((model,), health.drafted)
                 self.accepted.total((model,), health.accepted)
+                self.recalled.total((model,), health.recalled)
+                self.recalled_accepted.total((model,), health.recalled_accepted)
+                self.remembered.set((model,), float(health.remembered))
         families = (
             self.requests,
             self.errors,
@@ -141,6 +162,9 @@ class Metrics:
             self.stalled,
             self.drafted,
             self.accepted,
+            self.recalled,
+            self.recalled_accepted,
+            self.remembered,
         )
         return "".join(line + "\n" for family in families for line in family.render())
 

@@ -132,3 +132,6 @@ async def test_a_structured_reply_asked_for_again_is_recalled_where_its_own_look
         assert await written(drafting, request) == await written(plain, request)
         recalled.append(tally.recalled_accepted - before)
     assert recalled[0] < 5 and recalled[1] > 15
+    health = drafting.health()  # what /metrics reads
+    assert (health.recalled, health.recalled_accepted) == (tally.recalled, tally.recalled_accepted)
+    assert health.remembered == len(tally.memory or ()) > 0 and plain.health().remembered == 0

@@ -138,6 +138,9 @@ async def test_metrics_count_requests_tokens_errors_and_timings_by_model_protoco
         "asgi_llm_engine_stalled": "gauge",
         "asgi_llm_speculative_drafted_tokens_total": "counter",
         "asgi_llm_speculative_accepted_tokens_total": "counter",
+        "asgi_llm_speculative_recalled_tokens_total": "counter",
+        "asgi_llm_speculative_recalled_accepted_tokens_total": "counter",
+        "asgi_llm_speculative_memory_runs": "gauge",
     }
     assert ({"model": "fake"}, 0.0) in samples["asgi_llm_engine_faults_total"]
     requests = {tuple(sorted(ls.items())): v for ls, v in samples["asgi_llm_requests_total"]}
@@ -251,9 +254,21 @@ def test_drafted_and_accepted_tokens_are_counted_per_model() -> None:
     from asgi_llm.core import EngineHealth
     from asgi_llm.middleware.metrics import Metrics
 
-    health = {"a": EngineHealth(drafted=120, accepted=90), "b": EngineHealth()}
-    text = Metrics(engines=lambda: health.items()).render()
+    health = {
+        "a": EngineHealth(drafted=120, accepted=90, recalled=50, recalled_accepted=48, remembered=700),
+        "b": EngineHealth(),
+    }
+    metrics = Metrics(engines=lambda: health.items())
+    text = metrics.render()
     assert "# TYPE asgi_llm_speculative_drafted_tokens_total counter" in text
     assert 'asgi_llm_speculative_drafted_tokens_total{model="a"} 120' in text
     assert 'asgi_llm_speculative_accepted_tokens_total{model="a"} 90' in text
     assert 'asgi_llm_speculative_accepted_tokens_total{model="b"} 0' in text
+    assert 'asgi_llm_speculative_recalled_tokens_total{model="a"} 50' in text
+    assert 'asgi_llm_speculative_recalled_accepted_tokens_total{model="a"} 48' in text
+    assert "# TYPE asgi_llm_speculative_memory_runs gauge" in text
+    assert 'asgi_llm_speculative_memory_runs{model="a"} 700' in text
+    del health["a"]  # unloaded: its memory is gone, its counters stay
+    text = metrics.render()
+    assert 'asgi_llm_speculative_memory_runs{model="a"}' not in text
+    assert 'asgi_llm_speculative_recalled_tokens_total{model="a"} 50' in text

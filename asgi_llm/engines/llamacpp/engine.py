@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio  # only to name the loop that the inference thread hands this request's events to
 import logging
 from collections.abc import AsyncGenerator
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -98,14 +99,19 @@ class LlamaCppEngine(Embedder, Reranker, TokenizerOwner, LoraOwner, ImageReader)
         if runtime is None:
             return EngineHealth(stalled=stalled, stalls=stalls)
         faults = runtime.faults + runtime.scheduler.view.faults
+        health = EngineHealth(
+            stalled=stalled or runtime.failed, faults=faults, stalls=stalls, restarts=runtime.restarts
+        )
         drafting = runtime.drafting
-        return EngineHealth(
-            stalled=stalled or runtime.failed,
-            faults=faults,
-            stalls=stalls,
-            restarts=runtime.restarts,
-            drafted=drafting.drafted if drafting is not None else 0,
-            accepted=drafting.accepted if drafting is not None else 0,
+        if drafting is None:
+            return health
+        return replace(
+            health,
+            drafted=drafting.drafted,
+            accepted=drafting.accepted,
+            recalled=drafting.recalled,
+            recalled_accepted=drafting.recalled_accepted,
+            remembered=len(drafting.memory) if drafting.memory is not None else 0,
         )
 
     def describe(self) -> dict[str, Any]:
