@@ -18,10 +18,10 @@ what one token does (reading the weights dominates), a full one costs per token.
 a step only up to `step_tokens` decoded tokens, the running sequences' own counted first; a
 sequence's lookup reach halves to what it last had accepted, plus one, when a draft misses,
 doubling again while drafts are taken whole, up to `draft` (up to `step_tokens` while the
-memory's drafts are: a matched reply runs on, and on a CPU a longer step costs less a token); and a sequence whose own measured acceptance is below
-the share of the step's cost that its tokens make does not draft from its past, and a draft too
-short to pay for what its size adds to the step is dropped (draft_payoff.py: the busier the batch,
-the better drafts must do).
+memory's drafts are: a matched reply runs on, and on a CPU a longer step costs less a token);
+and a sequence whose own measured acceptance is below the share of the step's cost that its
+tokens make does not draft from its past, and a draft too short to pay for what its size adds to
+the step is dropped (draft_payoff.py: the busier the batch, the better drafts must do).
 """
 
 from __future__ import annotations
