@@ -75,7 +75,23 @@ def test_a_short_draft_must_be_taken_more_often_than_a_long_one() -> None:
     assert payoff.allowance(probe, bar, 8) == 0  # under the bar: no draft...
     while payoff.allowance(probe, bar, 8) != PROBE_TOKENS:
         pass
-    assert payoff.keeps(probe, PROBE_TOKENS, 1, 1)  # ...but a probe's is kept whatever it costs
+    assert payoff.keeps(probe, PROBE_TOKENS, 1, 1)  # ...but a probe's is kept: taken whole, it would pay
+
+
+def test_a_probe_is_dropped_where_even_a_draft_taken_whole_would_not_pay() -> None:
+    """Beside eight running sequences this CPU's step is full (every token costs about what a
+    step of one does, measured: 39 ms for 8, 54 for 10): two drafted tokens cannot pay even
+    if both are taken, so a probe, which only measures acceptance again, is not made there;
+    beside four (30 ms, and 33 for 6) it is."""
+    payoff = DraftPayoff()
+    for _ in range(3):
+        for tokens, ms in [(4, 29.6), (6, 33.3), (8, 39.3), (10, 54.0)]:
+            payoff.timed(tokens, ms / 1000)
+    probe = Acceptance()
+    probe.judged(10, 0)
+    probe.probing = True
+    assert not payoff.keeps(probe, PROBE_TOKENS, 8, 8) and payoff.stepped_back == 1
+    assert payoff.keeps(probe, PROBE_TOKENS, 4, 4)
 
 
 def test_a_sequence_under_the_bar_steps_back_but_probes() -> None:
@@ -209,3 +225,23 @@ def test_a_draft_models_short_guesses_are_held_to_their_cost(hits: int, kept: bo
         assert guesser.asked > 20 and drafting.drafted == guesser.asked and drafting.payoff.stepped_back == 0
     else:  # once its 70% is known, it is not asked (its guesses cost decodes) but every PROBEth time
         assert guesser.asked < 15 and drafting.payoff.stepped_back > 30
+
+
+def test_a_draft_is_weighed_at_the_plain_steps_rate_against_what_it_adds_to_the_step_as_it_stands() -> None:
+    """Beside four running sequences on this CPU (measured: 24 ms for a step of 4 tokens, 60
+    for 12, 104 for 20), a token costs 5.9 ms in the plain step. A first draft of 8 taken 90% of
+    the time is worth 42 ms and adds 37: kept. A second of 8 is worth as much but adds 44 to the
+    step as the first left it: dropped. Weighed at that step's own rate (60 ms for 4 tokens),
+    it had looked worth 109, and such steps came slower per token than plain ones."""
+    payoff = DraftPayoff()
+    for _ in range(3):
+        for tokens, ms in [(4, 23.6), (12, 60.3), (20, 104.0)]:
+            payoff.timed(tokens, ms / 1000)
+    record = Acceptance(rate=0.9)
+    record.asked = 1  # not a probe
+    assert payoff.keeps(record, 8, 4, 4)
+    record.asked = 1
+    assert not payoff.keeps(record, 8, 12, 4)
+    worse = Acceptance(rate=0.69)
+    worse.asked = 1
+    assert not payoff.keeps(worse, 8, 4, 4)  # at 69% not even the first

@@ -10,12 +10,13 @@ So the busier the batch, the better drafts must do. A straight line misjudges sh
 where a step's cost is not straight: on a CPU whose weights are multiplied a row at a time, two
 tokens cost 1.8 single ones and nine about five, so the line through them asks a one-token draft
 to be taken half the time where it must be taken 80%. So once a sequence's draft is known, it is
-kept only if its expected tokens beat what it adds to the step at the step's own rate, the cost of
-each step size as steps of that size have lately cost (`keeps`). The cost is the model's, measured
-over its steps; the acceptance each sequence's own (a repeating reply drafts well beside a story that does
-not). Both are measured as the model serves, recent ones weighing most; a sequence that stepped
-back is judged on what its lookup would have drafted, at no cost, and one asking in `PROBE`
-drafts a little whatever the verdict.
+kept only if its expected tokens, at what a token costs in the plain step, beat what it adds to
+the step as the drafts kept before it left it, the cost of each step size as steps of that size
+have lately cost (`keeps`). The cost is the model's, measured over its steps; the acceptance each
+sequence's own (a repeating reply drafts well beside a story that does not). Both are measured
+as the model serves, recent ones weighing most; a sequence that stepped back is judged on what
+its lookup would have drafted, at no cost, and one asking in `PROBE` drafts a little whatever
+its acceptance, where the draft, taken whole, would pay.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class Acceptance:
     def __init__(self, rate: float | None = None) -> None:
         self.rate = rate
         self.asked = 0
-        self.probing = False  # whether its latest allowance was a probe's (kept whatever it costs)
+        self.probing = False  # whether its latest allowance was a probe's (judged as if taken whole)
         self.shadow: list[int] = []
         self._matched = 0  # of `shadow`, the tokens its picks have matched so far
 
@@ -120,17 +121,24 @@ class DraftPayoff:
         cost = self.cost()
         return None if cost is None else max(cost[0], 0.0) + max(cost[1], 0.0) * tokens
 
-    def keeps(self, record: Acceptance, drafted: int, planned: int, producing: int) -> bool:
+    def keeps(self, record: Acceptance, drafted: int, planned: int, running: int) -> bool:
         """Whether the `drafted` tokens the sequence of `record` drafts from its past stay in a
-        step that decodes `planned` tokens without them and makes `producing`: always a probe's
-        (every `PROBE`th asking, so a verdict is measured again), else where at its acceptance
-        they make more tokens a second than they cost."""
+        step that decodes `planned` tokens without them beside `running` sequences: where the
+        tokens it is expected to take are worth more, at what a token costs in the plain step
+        (`running` tokens, no drafts), than the time they add to the step as it stands (drafts
+        kept before it in this step counted: weighed against the bare step, a second and a third
+        draft beside four streams had each looked worth it while together they made steps
+        slower per token than plain ones). A probe's (every `PROBE`th asking, so a verdict is
+        measured again) is judged as if all were taken: on a CPU whose step is full none can
+        pay, and measuring that again only costs."""
         rate = record.rate if record.rate is not None else self.prior
+        if record.probing or record.asked % PROBE == 0:
+            rate = 1.0
+        plain = self.step_cost(running)
         before, after = self.step_cost(planned), self.step_cost(planned + drafted)
-        probing = record.probing or record.asked % PROBE == 0
-        if not drafted or probing or rate is None or before is None or after is None:
+        if not drafted or rate is None or plain is None or before is None or after is None:
             return True
-        if rate * drafted * before >= producing * (after - before):
+        if rate * drafted * plain >= running * (after - before):
             return True
         self.stepped_back += 1
         return False
