@@ -128,9 +128,9 @@ class DraftPayoff:
         (`running` tokens, no drafts), than the time they add to the step as it stands (drafts
         kept before it in this step counted: valued at that step's own rate, which those drafts
         inflate, a second and a third draft beside four streams had each looked worth it while
-        together they made steps slower per token than plain ones). A probe's (every `PROBE`th asking, so a verdict is
-        measured again) is judged as if all were taken: on a CPU whose step is full none can
-        pay, and measuring that again only costs."""
+        together they made steps slower per token than plain ones). A probe's (every `PROBE`th
+        asking, so a verdict is measured again) is judged as if all were taken: on a CPU whose
+        step is full none can pay, and measuring that again only costs."""
         rate = record.rate if record.rate is not None else self.prior
         if record.probing or record.asked % PROBE == 0:
             rate = 1.0
