@@ -82,10 +82,12 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     ),
     "asgi_llm.engines.llamacpp.speculation": (
         "asgi_llm.engines.llamacpp.jobs",
+        "asgi_llm.engines.llamacpp.draft_odds",
         "asgi_llm.engines.llamacpp.draft_payoff",
         "asgi_llm.engines.llamacpp.lookup",
         "asgi_llm.engines.llamacpp.reply_memory",
     ),
+    "asgi_llm.engines.llamacpp.draft_odds": (),
     "asgi_llm.engines.llamacpp.draft_payoff": (),
     "asgi_llm.engines.llamacpp.lookup": ("asgi_llm.engines.llamacpp.reply_memory",),
     "asgi_llm.engines.llamacpp.reply_memory": (),

@@ -21,7 +21,10 @@ its acceptance, where the draft, taken whole, would pay.
 
 from __future__ import annotations
 
-__all__ = ["Acceptance", "DraftPayoff"]
+from collections.abc import Sequence
+from typing import NamedTuple
+
+__all__ = ["Acceptance", "DraftPayoff", "Watched"]
 
 DECAY = 0.97
 """The weight a step's cost keeps per newer one (about the last 30 steps count)."""
@@ -39,6 +42,14 @@ SIZE_SEEN = 2
 """Steps of a size seen before their own cost is used rather than the fitted line's."""
 
 
+class Watched(NamedTuple):
+    """A shadow draft judged: the match it followed, its tokens, and how many the picks matched."""
+
+    matched: int
+    drafted: int
+    taken: int
+
+
 class Acceptance:
     """One sequence's drafts from its past: the share of drafted tokens its choice picked, a
     moving average over its recent drafts (`RECENT`). While it drafts nothing, the draft its
@@ -51,32 +62,36 @@ class Acceptance:
         self.probing = False  # whether its latest allowance was a probe's (judged as if taken whole)
         self.shadow: list[int] = []
         self._matched = 0  # of `shadow`, the tokens its picks have matched so far
+        self._agreement = 0  # how long a match `shadow` follows (lookup.py's `follows`)
 
     def judged(self, drafted: int, taken: int, prior: float | None = None) -> None:
         """Its choice picked `taken` of `drafted` tokens; its first drafts are weighed against
         `prior`, the model's acceptance, as later ones are against its own."""
         self.rate = _recent(self.rate if self.rate is not None else prior, drafted, taken)
 
-    def watch(self, draft: list[int]) -> None:
-        """In a step it drafts nothing: `draft` is what its lookup would have drafted, judged by
-        its picks from the next on (unless a shadow is still being judged)."""
+    def watch(self, draft: list[int], matched: int = 0) -> None:
+        """In a step it drafts nothing: `draft` is what its lookup would have drafted (following
+        a match of `matched` tokens), judged by its picks from the next on (unless a shadow is
+        still being judged)."""
         if not self.shadow:
-            self.shadow, self._matched = draft, 0
+            self.shadow, self._matched, self._agreement = draft, 0, matched
 
-    def picked(self, token: int | None) -> None:
+    def picked(self, token: int | None) -> Watched | None:
         """The choice's one pick in a step it drafted nothing (None: it drafted, and the shadow
-        is dropped unjudged)."""
+        is dropped unjudged); the shadow, where this pick judged it."""
         if not self.shadow:
-            return
+            return None
         if token is not None and token == self.shadow[self._matched]:
             self._matched += 1
             if self._matched < len(self.shadow):
-                return
+                return None
         elif token is None:
             self.shadow, self._matched = [], 0
-            return
-        self.judged(len(self.shadow), self._matched)
+            return None
+        watched = Watched(self._agreement, len(self.shadow), self._matched)
+        self.judged(watched.drafted, watched.taken)
         self.shadow, self._matched = [], 0
+        return watched
 
 
 class DraftPayoff:
@@ -142,6 +157,30 @@ class DraftPayoff:
             return True
         self.stepped_back += 1
         return False
+
+    def length(self, record: Acceptance, expected: Sequence[float], planned: int, running: int) -> int:
+        """How much of a lookup draft of the sequence of `record` a step that decodes `planned`
+        tokens beside `running` sequences keeps, where cut to k tokens it is expected to have
+        `expected[k - 1]` taken: the k whose expected tokens, at what a token costs in the plain
+        step, beat the time it adds to the step by most (`keeps`' rule, with each length's own
+        odds); none where no k does. A probe's is judged whole, as `keeps` judges it. While the
+        costs are unmeasured it is kept whole, and the steps that follow measure them."""
+        if record.probing or record.asked % PROBE == 0:
+            return len(expected) if self.keeps(record, len(expected), planned, running) else 0
+        plain, before = self.step_cost(running), self.step_cost(planned)
+        if plain is None or before is None:
+            return len(expected)
+        best, kept = 0.0, 0
+        for drafted, tokens in enumerate(expected, 1):
+            after = self.step_cost(planned + drafted)
+            if after is None:
+                return len(expected)
+            gain = tokens * plain - running * (after - before)
+            if gain > best:
+                best, kept = gain, drafted
+        if not kept:
+            self.stepped_back += 1
+        return kept
 
     def bar(self, running: int) -> float:
         """The acceptance a draft needs, beside `running` sequences' tokens, to make more tokens

@@ -17,7 +17,10 @@ from collections.abc import Iterable, Sequence
 
 from .reply_memory import KEY, ReplyMemory
 
-__all__ = ["PromptLookup"]
+__all__ = ["AGREEMENT", "PromptLookup"]
+
+AGREEMENT = 64
+"""The most tokens of agreement `follows` counts back: past it, a match is as good as longer."""
 
 
 class PromptLookup:
@@ -55,8 +58,13 @@ class PromptLookup:
         """Up to `most` tokens that followed the latest earlier occurrence of the history's
         longest possible ending n-gram; none where no ending n-gram occurred before. With `after`
         (tokens drafted already, which the history does not hold) the ending is of both."""
+        return self.follows(most, after)[0]
+
+    def follows(self, most: int, after: Sequence[int] = ()) -> tuple[list[int], int]:
+        """`draft`, and how many tokens (at most `AGREEMENT`) the place it follows agrees with the
+        history's ending: the longer, the likelier the model goes on as it did there."""
         if most <= 0:
-            return []
+            return [], 0
         tokens = self._tokens
         ending = (*tokens[-self._sizes[0] :], *after)
         for size in self._sizes:
@@ -64,8 +72,19 @@ class PromptLookup:
                 continue
             start = self._ends.get(ending[-size:])
             if start is not None:
-                return tokens[start : start + most]
-        return []
+                return tokens[start : start + most], self._agreement(start, after)
+        return [], 0
+
+    def _agreement(self, start: int, after: Sequence[int]) -> int:
+        """How many tokens before `start` equal the ones ending the history with `after`."""
+        tokens, agreed = self._tokens, 0
+        ending = len(tokens) + len(after)
+        while agreed < AGREEMENT and agreed < start and agreed < ending:
+            back = ending - 1 - agreed
+            if tokens[start - 1 - agreed] != (tokens[back] if back < len(tokens) else after[back - len(tokens)]):
+                break
+            agreed += 1
+        return agreed
 
     def recall(self, most: int, after: Sequence[int] = ()) -> list[int]:
         """Up to `most` tokens the model wrote before after the history's last `KEY` tokens (with

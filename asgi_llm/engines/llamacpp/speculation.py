@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from .draft_odds import DraftOdds
 from .draft_payoff import PROBE, Acceptance, DraftPayoff
 from .jobs import Backend, Job
 from .lookup import PromptLookup
@@ -113,6 +114,7 @@ class Drafting:
         self.forced = 0  # of `drafted`, the tokens a grammar forced
         self.forced_accepted = 0  # of those, the ones the choices picked
         self.payoff = payoff or DraftPayoff()
+        self.odds = DraftOdds(rules.draft)  # of lookup drafts, model-wide, by the match they follow
         self._drafter: Drafter | None = None
         self.memory = ReplyMemory(rules.memory) if rules.lookup and rules.memory > 0 else None
         self.recall = Acceptance(rate=1.0)  # of drafts from the memory, model-wide: a long context matched
@@ -146,7 +148,7 @@ class Drafting:
         planned = len(running)  # tokens the step decodes so far
         asking: list[tuple[Job, int]] = []  # the sequences the drafter guesses for, and how far
         for job in running:
-            job.draft, job.forced, job.tail, job.recalled = [], 0, None, False
+            job.draft, job.forced, job.tail, job.recalled, job.matched = [], 0, None, False, 0
             if room <= 0 or job.slot is None or job.token is None:
                 continue
             space = min(room, self._capacity - len(job.slot.tokens) - 1)  # the next token's cell comes first
@@ -157,20 +159,17 @@ class Drafting:
                 if recalled:
                     draft += recalled
                 elif job.lookup is not None and len(draft) < space:
-                    most = min(self.payoff.allowance(job.acceptance, bar, self._reach(job)), space - len(draft))
+                    reach = self._reach(job) if self._drafter is not None else self.rules.draft
+                    most = min(self.payoff.allowance(job.acceptance, bar, reach), space - len(draft))
                     if most and self._drafter is not None:  # judged before its guess, which costs decodes
                         if self.payoff.keeps(job.acceptance, most, planned + len(draft), len(running)):
                             asking.append((job, most))
                             room -= most  # held for its guess
                             planned += most
                     elif most:
-                        looked = job.lookup.draft(most, after=draft)
-                        if self.payoff.keeps(job.acceptance, len(looked), planned + len(draft), len(running)):
-                            draft += looked
-                        elif not draft:  # too short to pay: judged by its picks instead
-                            job.acceptance.watch(looked)
+                        draft += self._looked(job, most, draft, planned, len(running))
                     elif not draft and self._drafter is None:  # what it would have drafted, judged by its picks
-                        job.acceptance.watch(job.lookup.draft(self._reach(job)))
+                        job.acceptance.watch(*job.lookup.follows(self._reach(job)))
             except Exception as exc:  # a draft is optional: this job decodes without one
                 log.error("a sequence's draft failed; it decodes without one: %r", exc, exc_info=exc)
                 draft, job.forced, job.tail, job.recalled = [], 0, None, False
@@ -186,6 +185,20 @@ class Drafting:
         """The most its lookup (or the drafter) guesses next: its reach, at most `draft` (a reach
         the memory's whole takes grew serves the memory alone)."""
         return min(job.reach or self.rules.draft, self.rules.draft)
+
+    def _looked(self, job: Job, most: int, draft: list[int], planned: int, producing: int) -> list[int]:
+        """Its lookup's draft after `draft`, cut where the odds of the match it follows say the
+        rest would not pay (draft_odds.py); where none is kept and nothing else is drafted, it is
+        watched instead (judged by the picks, at no cost)."""
+        assert job.lookup is not None
+        looked, matched = job.lookup.follows(most, after=draft)
+        expected = self.odds.expected(matched, len(looked))
+        kept = looked[: self.payoff.length(job.acceptance, expected, planned + len(draft), producing)]
+        if kept:
+            job.matched = matched
+        elif not draft:
+            job.acceptance.watch(looked, matched)
+        return kept
 
     def _recalled(self, job: Job, draft: list[int], room: int, planned: int, producing: int) -> list[int]:
         """What the model wrote before after the context `job` is in (reply_memory.py), where it
@@ -253,7 +266,9 @@ class Drafting:
         """`job` picked `taken` of the `drafted` tokens it drafted this step (its `forced` ones
         first), `token` first: its next lookup reach and its acceptance, from how its lookup
         draft fared, where one was verified (or would have been: `Acceptance.shadow`)."""
-        job.acceptance.picked(token if not drafted else None)
+        watched = job.acceptance.picked(token if not drafted else None)
+        if watched is not None:
+            self.odds.judged(*watched)
         forced, job.forced = min(job.forced, drafted), 0
         if job.tail is not None and (taken >= forced or taken == forced - 1 and token is not None):
             self._tail(job.tail).judged(taken >= forced)  # its last token was picked, or another one there
@@ -270,6 +285,8 @@ class Drafting:
         else:
             job.acceptance.judged(looked, taken, self.payoff.prior)
             self.payoff.judged(looked, taken)
+            if self._drafter is None:
+                self.odds.judged(job.matched, looked, taken)
         most = self.rules.step_tokens if recalled else self.rules.draft  # recalled whole: the memory runs on
         job.reach = min(most, 2 * (job.reach or most)) if taken == looked else taken + 1
 

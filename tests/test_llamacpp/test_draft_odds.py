@@ -1,0 +1,81 @@
+"""The odds of a lookup draft's tokens by the match it follows, and the length a step keeps:
+a draft after a long agreement runs on where one after a common phrase is cut or dropped."""
+
+from __future__ import annotations
+
+import pytest
+
+from asgi_llm.engines.llamacpp.draft_odds import DraftOdds
+from asgi_llm.engines.llamacpp.draft_payoff import Acceptance, DraftPayoff
+
+
+def test_a_class_is_tried_before_it_is_judged() -> None:
+    assert DraftOdds(8).expected(3, 4) == [1.0, 2.0, 3.0, 4.0]
+    assert len(DraftOdds(8).expected(3, 20)) == 8  # no deeper than the most a draft holds
+
+
+def test_odds_are_kept_per_class_of_match_and_per_depth() -> None:
+    odds = DraftOdds(8)
+    for _ in range(50):
+        odds.judged(2, 8, 0)  # after a match of two tokens the first drafted token is refused
+        odds.judged(40, 8, 8)  # after forty, the whole draft is taken
+    short, long = odds.expected(3, 8), odds.expected(33, 8)  # 3 shares 2's class (2-3), 33 shares 40's (32-63)
+    assert short[0] < 0.05 and short[-1] == pytest.approx(8 * short[0])  # deeper ones reached only through it
+    assert long == pytest.approx([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0])
+    assert odds.expected(5, 2) == [1.0, 2.0]  # another class: untouched
+
+
+def test_only_the_depths_a_draft_reached_are_judged() -> None:
+    odds = DraftOdds(8)
+    for _ in range(50):
+        odds.judged(10, 8, 2)  # two taken, the third refused: the rest never reached the model
+    first, second, third, fourth = odds.expected(10, 4)
+    assert first == pytest.approx(1.0) and second == pytest.approx(2.0)
+    assert third - second < 0.05  # the third is refused where the two before it were taken
+    assert fourth - third == pytest.approx(third - second)  # never judged: taken wherever the third is
+
+
+def cpu_costs() -> DraftPayoff:
+    """Bare decodes of the packaged Q4_1 model on a 2-core CPU (benchmarks/draft_bound.py), ms:
+    1: 10.5, 2: 17.4, 3: 23.8, 5: 32.4, 9: 48.7; every size between them timed on the line."""
+    payoff = DraftPayoff()
+    measured = {1: 10.5, 2: 17.4, 3: 23.8, 4: 28.1, 5: 32.4, 6: 36.5, 7: 40.6, 8: 44.6, 9: 48.7}
+    for _ in range(3):
+        for tokens, ms in measured.items():
+            payoff.timed(tokens, ms / 1000)
+    return payoff
+
+
+def plain() -> Acceptance:
+    record = Acceptance(rate=0.8)
+    record.asked = 1  # not a probe
+    return record
+
+
+def test_a_draft_is_cut_where_its_next_token_no_longer_pays() -> None:
+    payoff = cpu_costs()
+    sure = [0.97 * k for k in range(1, 9)]  # (near enough) every token taken: the whole draft
+    assert payoff.length(plain(), sure, 1, 1) == 8
+    coin = []  # each next token taken half the time: 0.5, 0.75, ...: even one does not pay its 6.9 ms
+    for k in range(1, 9):
+        coin.append((coin[-1] if coin else 0.0) + 0.5**k)
+    assert payoff.length(plain(), coin, 1, 1) == 0 and payoff.stepped_back == 1
+    front = [0.95, 1.9, 2.2, 2.3, 2.35, 2.4, 2.45, 2.5]  # two likely tokens, then a likely miss
+    assert payoff.length(plain(), front, 1, 1) == 2
+
+
+def test_a_probe_is_judged_whole_and_unmeasured_costs_keep_the_draft() -> None:
+    probe = Acceptance(rate=0.1)
+    probe.probing = True
+    assert cpu_costs().length(probe, [0.1, 0.2], 1, 1) == 2  # taken whole it would pay: measured again
+    assert DraftPayoff().length(plain(), [0.1, 0.2, 0.3], 1, 1) == 3  # no step timed yet
+
+
+def test_the_odds_and_the_costs_together_draft_a_copy_and_not_a_phrase() -> None:
+    odds, payoff = DraftOdds(8), cpu_costs()
+    for _ in range(40):  # as measured with the packaged model: short matches mislead, long ones do not
+        odds.judged(2, 8, 0)
+        odds.judged(2, 8, 3)
+        odds.judged(20, 8, 8)
+    assert payoff.length(plain(), odds.expected(2, 8), 1, 1) == 0
+    assert payoff.length(plain(), odds.expected(20, 8), 1, 1) == 8
