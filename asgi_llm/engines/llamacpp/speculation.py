@@ -16,12 +16,13 @@ tokens other than the model's own is just not picked where it differs.
 Drafting steps back where it would cost more than it gives: a decode of a few tokens costs about
 what one token does (reading the weights dominates), a full one costs per token. So drafts fill
 a step only up to `step_tokens` decoded tokens, the running sequences' own counted first; a
-sequence's lookup reach halves to what it last had accepted, plus one, when a draft misses,
-doubling again while drafts are taken whole, up to `draft` (up to `step_tokens` while the
-memory's drafts are: a matched reply runs on, and on a CPU a longer step costs less a token);
-and a sequence whose own measured acceptance is below the share of the step's cost that its
-tokens make does not draft from its past, and a draft too short to pay for what its size adds to
-the step is dropped (draft_payoff.py: the busier the batch, the better drafts must do).
+sequence whose own measured acceptance is below the share of the step's cost that its tokens
+make does not draft from its past; and a lookup draft is cut to the length whose expected tokens,
+by the model's odds for the match it follows (draft_odds.py), beat what it adds to the step by
+most, or dropped where none does (draft_payoff.py: the busier the batch, the better drafts must
+do). A sequence's reach (what it last had accepted, plus one, after a miss; doubling while drafts
+are taken whole) bounds the memory's drafts, up to `step_tokens` (a matched reply runs on, and on
+a CPU a longer step costs less a token), and a draft model's, up to `draft`.
 """
 
 from __future__ import annotations
@@ -172,7 +173,7 @@ class Drafting:
                         job.acceptance.watch(*job.lookup.follows(self._reach(job)))
             except Exception as exc:  # a draft is optional: this job decodes without one
                 log.error("a sequence's draft failed; it decodes without one: %r", exc, exc_info=exc)
-                draft, job.forced, job.tail, job.recalled = [], 0, None, False
+                draft, job.forced, job.tail, job.recalled, job.matched = [], 0, None, False, 0
             job.draft = draft
             room -= len(draft)
             planned += len(draft)
@@ -182,8 +183,9 @@ class Drafting:
             self._guess(asking)
 
     def _reach(self, job: Job) -> int:
-        """The most its lookup (or the drafter) guesses next: its reach, at most `draft` (a reach
-        the memory's whole takes grew serves the memory alone)."""
+        """The most the drafter guesses next for it, and its shadow's length while it steps back:
+        its reach, at most `draft` (a reach the memory's whole takes grew serves the memory
+        alone; its lookup's drafts are cut by their odds instead)."""
         return min(job.reach or self.rules.draft, self.rules.draft)
 
     def _looked(self, job: Job, most: int, draft: list[int], planned: int, producing: int) -> list[int]:
