@@ -3,10 +3,15 @@ a draft after a long agreement runs on where one after a common phrase is cut or
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import pytest
 
 from asgi_llm.engines.llamacpp.draft_odds import DraftOdds
 from asgi_llm.engines.llamacpp.draft_payoff import Acceptance, DraftPayoff
+from asgi_llm.engines.llamacpp.speculation import Drafting, SpeculationRules
+
+from .test_speculation import Rule, cyclic, scheduled, steps
 
 
 def test_a_class_is_tried_before_it_is_judged() -> None:
@@ -79,3 +84,68 @@ def test_the_odds_and_the_costs_together_draft_a_copy_and_not_a_phrase() -> None
         odds.judged(20, 8, 8)
     assert payoff.length(plain(), odds.expected(2, 8), 1, 1) == 0
     assert payoff.length(plain(), odds.expected(20, 8), 1, 1) == 8
+
+
+class Measured(DraftPayoff):
+    """Step costs as this CPU's bare decodes, not timed: two tokens cost 1.75 single ones."""
+
+    COSTS: ClassVar[dict[int, float]] = {
+        1: 10.5,
+        2: 17.4,
+        3: 23.8,
+        4: 28.1,
+        5: 32.4,
+        6: 36.5,
+        7: 40.6,
+        8: 44.6,
+        9: 48.7,
+    }
+
+    def timed(self, tokens: int, seconds: float) -> None:
+        pass  # the test's model takes no time
+
+    def cost(self) -> tuple[float, float]:
+        return 6.4, 4.3
+
+    def step_cost(self, tokens: int) -> float:
+        return self.COSTS.get(tokens, 6.4 + 4.3 * tokens)
+
+
+def one_stream(prompt: list[int], rule: Rule, drafting: Drafting | None) -> tuple[list[int], float]:
+    """One stream's reply of 80 tokens and its modelled decode time after the prompt."""
+    model, scheduler, choices, _ = scheduled([prompt], rule, 80, drafting)
+    spent, decoding = 0.0, False
+    for _ in steps(scheduler):
+        if decoding:  # a step after the one that read the prompt
+            spent += Measured.COSTS.get(len(model.last), 6.4 + 4.3 * len(model.last))
+        decoding = bool(choices[0].out)
+    return choices[0].out, spent
+
+
+def drifting(held: list[int]) -> int:
+    """A token of the last two and the position: the same few tokens recur, what follows them not."""
+    return hash((*held[-2:], len(held))) % 5
+
+
+def test_one_stream_at_cpu_costs_drafts_a_copy_whole_and_learns_to_drop_guesses_that_miss() -> None:
+    passage = list(range(100, 162))  # 62 tokens, none repeated
+    copy = one_stream(passage, cyclic(62), None)
+    drafting = Drafting(SpeculationRules(draft=8), capacity=512, payoff=Measured())
+    copied = one_stream(passage, cyclic(62), drafting)
+    assert copied[0] == copy[0]
+    assert copied[1] < 0.6 * copy[1]  # the reply copies its prompt: 9 tokens for 48.7 ms, not 94.5
+    assert drafting.accepted > 0.9 * drafting.drafted
+    noise = [i % 5 for i in range(40)]
+    plain = one_stream(noise, drifting, None)
+    drafted, costs = [], []
+    for _ in range(4):  # the same model's requests, one after another: its odds learn
+        before = drafting.drafted
+        out, spent = one_stream(noise, drifting, drafting)
+        assert out == plain[0]
+        drafted.append(drafting.drafted - before)
+        costs.append(spent)
+    assert drafted[-1] < drafted[0] / 2 and costs[-1] < costs[0]
+    assert costs[-1] <= 1.03 * plain[1]  # what is left: probes (every 16th asking) and lucky matches
+    copied_again = one_stream(passage, cyclic(62), drafting)
+    # the long matches' odds stand; only its first tokens, before the agreement is long, wait
+    assert copied_again[1] < 0.65 * copy[1]
