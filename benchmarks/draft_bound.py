@@ -245,6 +245,9 @@ def main() -> None:
         print(f"| {name} | {len(out)} | " + " | ".join(f"{plain / seconds[r]:.2f}×" for r in rules) + " |")
     if args.more:
         print("| all | | " + " | ".join(f"{plain_total / totals[r]:.2f}×" for r in rules) + " |")
+    labels = {1: "1", 2: "2–3", 4: "4–7", 8: "8–15", 16: "16–31", 32: "32–63", 64: "64+"}
+    shares = ", ".join(f"{label}: {served.odds.expected(matched, 1)[0]:.0%}" for matched, label in labels.items())
+    print(f"\nserved: a first drafted token taken, by the agreement before it (the odds as learned): {shares}")
 
 
 if __name__ == "__main__":
