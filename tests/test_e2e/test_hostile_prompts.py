@@ -16,6 +16,9 @@ HUGE = "lorem ipsum dolor sit amet " * 9000  # 243 kB: refused by its length alo
 LONG = "lorem ipsum dolor sit amet " * 3000  # 81 kB: past the length bound's reach, counted in chunks
 READ_AT_MOST = 40_000  # characters the tokenizer may see: a few chunks, not the whole prompt
 ANTHROPIC = {"anthropic-version": "2023-06-01", "x-api-key": "not-checked"}
+READ_WHOLE = 120
+"""Seconds a request that reads a context's worth of prompt may take: a bound against a hang, not a
+timing (the server's one thread reads 2,048 tokens in about 35 s on a slow 2-core machine)."""
 
 
 class Spy:
@@ -92,7 +95,7 @@ def test_the_length_bound_reads_none_of_the_prompt(server, spy: Spy) -> None:
 
 
 def test_ollama_truncating_embed_reads_only_what_it_keeps(server, spy: Spy) -> None:
-    response = httpx.post(f"{server.url}/api/embed", json={"model": MODEL, "input": HUGE}, timeout=30)
+    response = httpx.post(f"{server.url}/api/embed", json={"model": MODEL, "input": HUGE}, timeout=READ_WHOLE)
     assert response.status_code == 200, response.text
     assert len(response.json()["embeddings"]) == 1
     assert spy.read <= READ_AT_MOST * 5  # the prefix that holds the tokens kept
@@ -100,6 +103,6 @@ def test_ollama_truncating_embed_reads_only_what_it_keeps(server, spy: Spy) -> N
 
 def test_a_prompt_that_fits_still_gets_its_answer(server, spy: Spy) -> None:
     body = {"model": MODEL, "prompt": "lorem ipsum " * 300, "max_tokens": 2}
-    response = httpx.post(f"{server.url}/v1/completions", json=body, timeout=30)
+    response = httpx.post(f"{server.url}/v1/completions", json=body, timeout=READ_WHOLE)
     assert response.status_code == 200, response.text
     assert response.json()["usage"]["prompt_tokens"] > 600
