@@ -161,10 +161,10 @@ class Served:
             for n in range(1, DRAFT + 2):
                 self.payoff.timed(n, cost(n))
 
-    def length(self, draft: list[int], matched: int) -> int:
+    def length(self, draft: list[int], agreement: int) -> int:
         record = Acceptance(rate=1.0)
         record.asked = 1  # not a probe
-        return self.payoff.length(record, self.odds.expected(matched, len(draft)), 1, 1)
+        return self.payoff.length(record, self.odds.expected(agreement, len(draft)), 1, 1)
 
 
 def taken(draft: Sequence[int], future: Sequence[int]) -> int:
@@ -185,10 +185,10 @@ def replay(prompt: list[int], out: list[int], cost: Cost, rule: str, served: Ser
         if rule == "any":
             draft = future[:64]
         elif rule == "served" and served is not None:
-            found, matched = lookup.follows(DRAFT)
-            draft = found[: served.length(found, matched)]
+            found, agreement = lookup.follows(DRAFT)
+            draft = found[: served.length(found, agreement)]
             judged = draft or found  # a draft not made is judged as it would have fared
-            served.odds.judged(matched, len(judged), taken(judged, future))
+            served.odds.judged(agreement, len(judged), taken(judged, future))
         else:
             draft = lookup.draft(64 if rule == "lookup" else reach)
         took = taken(draft, future)
@@ -246,7 +246,7 @@ def main() -> None:
     if args.more:
         print("| all | | " + " | ".join(f"{plain_total / totals[r]:.2f}×" for r in rules) + " |")
     labels = {1: "1", 2: "2–3", 4: "4–7", 8: "8–15", 16: "16–31", 32: "32–63", 64: "64+"}
-    shares = ", ".join(f"{label}: {served.odds.expected(matched, 1)[0]:.0%}" for matched, label in labels.items())
+    shares = ", ".join(f"{label}: {served.odds.expected(agreement, 1)[0]:.0%}" for agreement, label in labels.items())
     print(f"\nserved: a first drafted token taken, by the agreement before it (the odds as learned): {shares}")
 
 

@@ -35,13 +35,13 @@ class DraftOdds:
         self._counts = [[(1.0, 1.0)] * depth for _ in range(CLASSES)]  # (taken, judged) by class, depth
 
     @staticmethod
-    def _class(matched: int) -> int:
-        return min(matched.bit_length(), CLASSES - 1)
+    def _class(agreement: int) -> int:
+        return min(agreement.bit_length(), CLASSES - 1)
 
-    def expected(self, matched: int, most: int) -> list[float]:
-        """For a draft that follows a match of `matched` tokens: the tokens expected taken if it
+    def expected(self, agreement: int, most: int) -> list[float]:
+        """For a draft that follows an agreement of `agreement` tokens: the tokens expected taken if it
         is cut to 1, 2, ... `most` tokens."""
-        counts = self._counts[self._class(matched)]
+        counts = self._counts[self._class(agreement)]
         expected, whole, total = [], 1.0, 0.0
         for taken, judged in counts[: min(most, self._depth)]:
             whole *= taken / judged  # the chance every token up to this one is taken
@@ -49,10 +49,10 @@ class DraftOdds:
             expected.append(total)
         return expected
 
-    def judged(self, matched: int, drafted: int, taken: int) -> None:
-        """A draft that followed a match of `matched` tokens had `taken` of its `drafted` taken:
+    def judged(self, agreement: int, drafted: int, taken: int) -> None:
+        """A draft that followed an agreement of `agreement` tokens had `taken` of its `drafted` taken:
         each depth up to the first refused one is judged (past it, the draft was not reached)."""
-        counts = self._counts[self._class(matched)]
+        counts = self._counts[self._class(agreement)]
         for depth in range(min(taken + 1, drafted, self._depth)):
             taken_here, judged = counts[depth]
             counts[depth] = (taken_here * DECAY + (depth < taken), judged * DECAY + 1.0)

@@ -43,9 +43,9 @@ SIZE_SEEN = 2
 
 
 class Watched(NamedTuple):
-    """A shadow draft judged: the match it followed, its tokens, and how many the picks matched."""
+    """A shadow draft judged: the agreement it followed, its tokens, and how many the picks matched."""
 
-    matched: int
+    agreement: int
     drafted: int
     taken: int
 
@@ -64,17 +64,23 @@ class Acceptance:
         self._matched = 0  # of `shadow`, the tokens its picks have matched so far
         self._agreement = 0  # how long a match `shadow` follows (lookup.py's `follows`)
 
+    @property
+    def measuring(self) -> bool:
+        """Whether this asking is a probe's (its allowance's, or every `PROBE`th): its draft is
+        made to measure its acceptance again, so it is judged as if taken whole."""
+        return self.probing or self.asked % PROBE == 0
+
     def judged(self, drafted: int, taken: int, prior: float | None = None) -> None:
         """Its choice picked `taken` of `drafted` tokens; its first drafts are weighed against
         `prior`, the model's acceptance, as later ones are against its own."""
         self.rate = _recent(self.rate if self.rate is not None else prior, drafted, taken)
 
-    def watch(self, draft: list[int], matched: int = 0) -> None:
+    def watch(self, draft: list[int], agreement: int = 0) -> None:
         """In a step it drafts nothing: `draft` is what its lookup would have drafted (following
-        a match of `matched` tokens), judged by its picks from the next on (unless a shadow is
+        an agreement of `agreement` tokens), judged by its picks from the next on (unless a shadow is
         still being judged)."""
         if not self.shadow:
-            self.shadow, self._matched, self._agreement = draft, 0, matched
+            self.shadow, self._matched, self._agreement = draft, 0, agreement
 
     def picked(self, token: int | None) -> Watched | None:
         """The choice's one pick in a step it drafted nothing (None: it drafted, and the shadow
@@ -147,7 +153,7 @@ class DraftPayoff:
         asking, so a verdict is measured again) is judged as if all were taken: on a CPU whose
         step is full none can pay, and measuring that again only costs."""
         rate = record.rate if record.rate is not None else self.prior
-        if record.probing or record.asked % PROBE == 0:
+        if record.measuring:
             rate = 1.0
         plain = self.step_cost(running)
         before, after = self.step_cost(planned), self.step_cost(planned + drafted)
@@ -165,7 +171,7 @@ class DraftPayoff:
         step, beat the time it adds to the step by most (`keeps`' rule, with each length's own
         odds); none where no k does. A probe's is judged whole, as `keeps` judges it. While the
         costs are unmeasured it is kept whole, and the steps that follow measure them."""
-        if record.probing or record.asked % PROBE == 0:
+        if record.measuring:
             return len(expected) if self.keeps(record, len(expected), planned, running) else 0
         plain, before = self.step_cost(running), self.step_cost(planned)
         if plain is None or before is None:

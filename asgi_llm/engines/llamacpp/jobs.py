@@ -195,7 +195,7 @@ class Job:
     forced: int = 0  # of `draft`, the first tokens its choice's grammar forced (speculation.py)
     tail: int | None = None  # the forced text's last token, where its forced draft ends with it (`Tail`)
     recalled: bool = False  # whether the rest of `draft` came from the model's memory of replies
-    matched: int = 0  # how long a match its lookup draft follows (lookup.py's `follows`, for draft_odds.py)
+    agreement: int = 0  # how far back the place its lookup draft follows agrees (lookup.py's `follows`)
 
 
 class Gate(Protocol):

@@ -149,7 +149,7 @@ class Drafting:
         planned = len(running)  # tokens the step decodes so far
         asking: list[tuple[Job, int]] = []  # the sequences the drafter guesses for, and how far
         for job in running:
-            job.draft, job.forced, job.tail, job.recalled, job.matched = [], 0, None, False, 0
+            job.draft, job.forced, job.tail, job.recalled, job.agreement = [], 0, None, False, 0
             if room <= 0 or job.slot is None or job.token is None:
                 continue
             space = min(room, self._capacity - len(job.slot.tokens) - 1)  # the next token's cell comes first
@@ -173,7 +173,7 @@ class Drafting:
                         job.acceptance.watch(*job.lookup.follows(self._reach(job)))
             except Exception as exc:  # a draft is optional: this job decodes without one
                 log.error("a sequence's draft failed; it decodes without one: %r", exc, exc_info=exc)
-                draft, job.forced, job.tail, job.recalled, job.matched = [], 0, None, False, 0
+                draft, job.forced, job.tail, job.recalled, job.agreement = [], 0, None, False, 0
             job.draft = draft
             room -= len(draft)
             planned += len(draft)
@@ -193,13 +193,13 @@ class Drafting:
         rest would not pay (draft_odds.py); where none is kept and nothing else is drafted, it is
         watched instead (judged by the picks, at no cost)."""
         assert job.lookup is not None
-        looked, matched = job.lookup.follows(most, after=draft)
-        expected = self.odds.expected(matched, len(looked))
+        looked, agreement = job.lookup.follows(most, after=draft)
+        expected = self.odds.expected(agreement, len(looked))
         kept = looked[: self.payoff.length(job.acceptance, expected, planned + len(draft), producing)]
         if kept:
-            job.matched = matched
+            job.agreement = agreement
         elif not draft:
-            job.acceptance.watch(looked, matched)
+            job.acceptance.watch(looked, agreement)
         return kept
 
     def _recalled(self, job: Job, draft: list[int], room: int, planned: int, producing: int) -> list[int]:
@@ -288,7 +288,7 @@ class Drafting:
             job.acceptance.judged(looked, taken, self.payoff.prior)
             self.payoff.judged(looked, taken)
             if self._drafter is None:
-                self.odds.judged(job.matched, looked, taken)
+                self.odds.judged(job.agreement, looked, taken)
         most = self.rules.step_tokens if recalled else self.rules.draft  # recalled whole: the memory runs on
         job.reach = min(most, 2 * (job.reach or most)) if taken == looked else taken + 1
 
