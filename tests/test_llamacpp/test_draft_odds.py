@@ -138,7 +138,7 @@ def test_one_stream_at_cpu_costs_drafts_a_copy_whole_and_learns_to_drop_guesses_
     noise = [i % 5 for i in range(40)]
     plain = one_stream(noise, drifting, None)
     drafted, costs = [], []
-    for _ in range(4):  # the same model's requests, one after another: its odds learn
+    for _ in range(6):  # the same model's requests, one after another: its odds learn
         before = drafting.drafted
         out, spent = one_stream(noise, drifting, drafting)
         assert out == plain[0]

@@ -143,7 +143,8 @@ def test_lookup_drafts_after_the_forced_ones() -> None:
     assert job.draft == [ord(c) for c in "DEF xy"]  # DE forced, then the 4 tokens that followed "CDE"
     assert job.forced == 2
     drafting.settle(job, len(job.draft), 2, None)  # D and E taken: the lookup's draft missed at its first
-    assert (drafting.accepted, drafting.forced_accepted, job.reach) == (2, 2, 1)
+    assert (drafting.accepted, drafting.forced_accepted) == (2, 2)
+    assert drafting.odds.expected(job.agreement, 1)[0] < 1.0  # the odds of its match learned the miss
     assert drafting.tails[ord("E")].rate == 1.0  # the forced text's last token, as spelled, was taken
 
 

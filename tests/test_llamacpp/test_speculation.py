@@ -180,16 +180,20 @@ def test_drafting_steps_back_when_the_running_sequences_fill_the_step() -> None:
 
 
 def test_a_miss_shrinks_the_reach_and_whole_drafts_grow_it() -> None:
-    drafting = Drafting(SpeculationRules(draft=8), capacity=100)
+    """The reach bounds the memory's drafts (and a draft model's); a lookup draft's miss, whose
+    length its odds set, leaves it."""
+    drafting = Drafting(SpeculationRules(draft=8, step_tokens=16), capacity=100)
     job = Job(Request(1).ticket, [1], Oracle(Model(1), hashed, 1))
-    drafting.settle(job, 8, 2, None)
-    assert job.reach == 3
-    drafting.settle(job, 3, 3, None)
-    assert job.reach == 6
-    drafting.settle(job, 6, 6, None)
-    assert job.reach == 8
-    drafting.settle(job, 0, 0, None)
-    assert job.reach == 8 and drafting.accepted == 11
+
+    def recalled(drafted: int, taken: int) -> int:
+        job.recalled = True
+        drafting.settle(job, drafted, taken, None)
+        return job.reach
+
+    assert [recalled(8, 2), recalled(3, 3), recalled(6, 6), recalled(12, 12)] == [3, 6, 12, 16]
+    drafting.settle(job, 8, 0, None)  # a lookup draft refused whole
+    assert job.reach == 16 and drafting.accepted == 23
+    assert recalled(16, 0) == 1
 
 
 @pytest.mark.parametrize("stop_at", [1, 3])
@@ -322,7 +326,7 @@ def test_drafts_from_the_memory_are_judged_apart_from_the_sequences_own_lookup()
 def test_the_memorys_whole_drafts_run_on_past_the_lookup_draft_to_the_steps_budget() -> None:
     """A recalled draft taken whole doubles the next one's reach up to `step_tokens`, not the
     lookup's `draft`: a reply written before is decoded in steps as long as a step may be,
-    while the sequence's own lookup keeps to `draft`."""
+    while the sequence's own lookup keeps to `draft`, and its misses leave the reach."""
     prompt = list(range(1, 20))
     drafting = Drafting(SpeculationRules(draft=4, step_tokens=16, memory=1000), capacity=256)
 
@@ -344,8 +348,8 @@ def test_the_memorys_whole_drafts_run_on_past_the_lookup_draft_to_the_steps_budg
     job.recalled = True
     drafting.settle(job, 16, 16, None)
     assert job.reach == 16
-    drafting.settle(job, 3, 3, None)  # a draft of its own lookup, taken whole: back within `draft`
-    assert job.reach == 4
+    drafting.settle(job, 3, 0, None)  # a draft of its own lookup, refused: its odds learn, the reach stays
+    assert job.reach == 16
 
 
 class BrokenMemory(ReplyMemory):

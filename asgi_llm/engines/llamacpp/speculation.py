@@ -266,8 +266,9 @@ class Drafting:
 
     def settle(self, job: Job, drafted: int, taken: int, token: int | None) -> None:
         """`job` picked `taken` of the `drafted` tokens it drafted this step (its `forced` ones
-        first), `token` first: its next lookup reach and its acceptance, from how its lookup
-        draft fared, where one was verified (or would have been: `Acceptance.shadow`)."""
+        first), `token` first: its acceptance and the odds, from how its lookup draft fared, where
+        one was verified (or would have been: `Acceptance.shadow`), and its reach, from how the
+        memory's or the drafter's did."""
         watched = job.acceptance.picked(token if not drafted else None)
         if watched is not None:
             self.odds.judged(*watched)
@@ -289,6 +290,7 @@ class Drafting:
             self.payoff.judged(looked, taken)
             if self._drafter is None:
                 self.odds.judged(job.agreement, looked, taken)
+                return  # a lookup draft's length is its odds': its miss leaves the memory's reach
         most = self.rules.step_tokens if recalled else self.rules.draft  # recalled whole: the memory runs on
         job.reach = min(most, 2 * (job.reach or most)) if taken == looked else taken + 1
 
