@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from asgi_llm import ModelConfig
 from asgi_llm.core import ChatRequest, CompletionRequest, GenerationRequest, Message, OutputFormat, SamplingParams
 from asgi_llm.engines.llamacpp import LlamaCppEngine
+from asgi_llm.engines.llamacpp.draft_payoff import DraftPayoff
 
 from .local_engine import local_engine, written
 
@@ -91,6 +92,30 @@ async def test_greedy_output_is_the_same_with_drafts_as_without(
     assert await reply(pair[1], ask, tokens) == await reply(pair[0], ask, tokens)
 
 
+class Flat(DraftPayoff):
+    """Steps priced as a GPU's, nearly the same at any size: every draft pays. Whether drafts pay on
+    this machine's timed steps is test_draft_payoff's; here, what the memory drafts."""
+
+    def timed(self, tokens: int, seconds: float) -> None:
+        pass
+
+    def cost(self) -> tuple[float, float]:
+        return 1.0, 0.01
+
+    def step_cost(self, tokens: int) -> float:
+        return 1.0 + 0.01 * tokens
+
+
+@pytest.fixture
+def priced_flat(pair: tuple[LlamaCppEngine, LlamaCppEngine], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The drafting engine's steps priced flat for one test: on a slow 2-core machine a step of 16
+    tokens timed at 13 single ones, and the memory's drafts then paid or not with the noise."""
+    tally = pair[1].runtime.drafting if pair[1].runtime is not None else None
+    assert tally is not None
+    monkeypatch.setattr(tally, "payoff", Flat())
+
+
+@pytest.mark.usefixtures("priced_flat")
 async def test_a_reply_asked_for_again_is_drafted_from_the_first_and_is_the_same(
     pair: tuple[LlamaCppEngine, LlamaCppEngine],
 ) -> None:
@@ -109,11 +134,12 @@ async def test_a_reply_asked_for_again_is_drafted_from_the_first_and_is_the_same
     assert taken[1] > max(30, 2 * taken[0])
 
 
-async def test_a_structured_reply_asked_for_again_is_recalled_where_its_own_lookup_steps_back(
+@pytest.mark.usefixtures("priced_flat")
+async def test_a_structured_reply_asked_for_again_is_recalled_from_the_memory_judged_apart(
     pair: tuple[LlamaCppEngine, LlamaCppEngine],
 ) -> None:
-    """JSON values are not in the prompt, so a sequence's lookup guesses them badly and steps back;
-    the memory, judged apart, drafts the reply it wrote before, keys and values."""
+    """JSON values are not in the prompt, so a sequence's lookup guesses them badly; the memory,
+    judged apart from it, drafts the reply it wrote before, keys and values."""
     plain, drafting = pair
     tally = drafting.runtime.drafting if drafting.runtime is not None else None
     assert tally is not None
