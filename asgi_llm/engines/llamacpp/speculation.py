@@ -170,7 +170,7 @@ class Drafting:
                     elif most:
                         draft += self._looked(job, most, draft, planned, len(running))
                     elif not draft and self._drafter is None:  # what it would have drafted, judged by its picks
-                        job.acceptance.watch(*job.lookup.follows(self._reach(job)))
+                        job.acceptance.watch(*job.lookup.follows(self.rules.draft))
             except Exception as exc:  # a draft is optional: this job decodes without one
                 log.error("a sequence's draft failed; it decodes without one: %r", exc, exc_info=exc)
                 draft, job.forced, job.tail, job.recalled, job.agreement = [], 0, None, False, 0
@@ -183,9 +183,9 @@ class Drafting:
             self._guess(asking)
 
     def _reach(self, job: Job) -> int:
-        """The most the drafter guesses next for it, and its shadow's length while it steps back:
-        its reach, at most `draft` (a reach the memory's whole takes grew serves the memory
-        alone; its lookup's drafts are cut by their odds instead)."""
+        """The most the drafter guesses next for it: its reach, at most `draft` (a reach the
+        memory's whole takes grew serves the memory alone; lookup drafts, and the shadow of a
+        sequence that stepped back, are `draft` long, cut by their odds)."""
         return min(job.reach or self.rules.draft, self.rules.draft)
 
     def _looked(self, job: Job, most: int, draft: list[int], planned: int, producing: int) -> list[int]:
