@@ -26,7 +26,7 @@ time), so a stream's speed-up has a ceiling however good the drafts are. This me
      better on this machine.
 4. **More texts** (`--more`): replies to requests over text nobody here wrote, the source and
    docstrings of Python's standard library (add a docstring, add type hints, quote a paragraph,
-   summarise), beside three of chat, a list and a table; the last row sums every reply.
+   summarise), beside a few of chat, a list, JSON and a table; the last row sums every reply.
 
 Each is printed as its rate over plain decoding (one token a step). The replay leaves out what
 is not the step's decode (picks, hand-off, HTTP), which drafting does not change much, so it
