@@ -10,7 +10,8 @@ long generation to finish.
 from __future__ import annotations
 
 # asyncio for the bridge from this thread to the event loop: `call_soon_threadsafe` into the
-# receiving loop, its futures, and `wrap_future` of a call's concurrent.futures.Future
+# receiving loop, its futures, `wrap_future` of a call's concurrent.futures.Future, and
+# `to_thread` for the join at the end (in the loop's own executor, which the loop can see)
 import asyncio
 import concurrent.futures
 import contextlib
@@ -20,8 +21,6 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
-
-import anyio
 
 from ..core.errors import ModelNotReady
 
@@ -172,13 +171,14 @@ class InferenceThread:
         self._thread.start()
 
     async def stop(self) -> None:
-        """Cancel what is running, let the thread exit, and wait for it."""
+        """Cancel what is running, let the thread exit, and wait for it: joined in the loop's own
+        executor, not polled on a timer, so the wait is the thread's and nothing else's (a loop
+        whose clock runs ahead, as a test's may, does not see it as seconds passing)."""
         thread = self._thread
         if thread is None:
             return
         self._inbox.put(_STOP)
-        while thread.is_alive():
-            await anyio.sleep(0.005)
+        await asyncio.to_thread(thread.join)
         self._thread = None
 
     async def call(self, fn: Callable[[], T]) -> T:

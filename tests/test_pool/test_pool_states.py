@@ -14,6 +14,7 @@ import asyncio
 import collections
 import concurrent.futures
 import selectors
+import threading
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from asgi_llm import ModelConfig, ModelPool, Settings
 from asgi_llm.core import InsufficientMemory, Overloaded
 from asgi_llm.engines.fake import FakeEngine
+from asgi_llm.engines.inference_thread import InferenceThread
 
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
@@ -387,3 +389,28 @@ async def test_a_stop_ends_a_load_that_waits_for_room_at_once() -> None:
     assert "stopping" in str(refusal[0]) and pool.catalog()[0].state == "unloaded"
     release.set()
     await holder
+
+
+def test_the_inference_thread_ends_in_no_virtual_time() -> None:
+    """A pool's stop waits for its thread to end. Polled on a timer, that wait ran the virtual
+    clock on by up to 5 s per stop on a busy 2-core machine, and now and then a machine's stop
+    overran its bound: the wait must be the thread's, which the loop sees."""
+    loop = _VirtualLoop()
+    thread = InferenceThread(name="test-inference")
+    release = threading.Event()
+
+    async def stop_while_busy() -> float:
+        thread.start()
+        busy = asyncio.ensure_future(thread.call(release.wait))
+        await asyncio.sleep(0)
+        threading.Timer(0.2, release.set).start()  # the thread ends 0.2 s of real time from now
+        began = loop.time()
+        await thread.stop()
+        await busy
+        return loop.time() - began
+
+    try:
+        assert loop.run_until_complete(stop_while_busy()) < 1.0
+    finally:
+        loop.close()
+    assert not thread.alive
