@@ -229,7 +229,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
-    """pytest-timeout's thread method, which names the hung test before it dumps every thread's stack."""
+    """pytest-timeout's thread method, which names the hung test before and after it dumps every
+    thread's stack."""
     if settings.method != "thread":
         return None
 
@@ -237,7 +238,15 @@ def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
         capture = item.config.pluginmanager.get_plugin("capturemanager")
         if capture is not None:
             capture.suspend_global_capture(item)  # as pytest-timeout does, so that the line shows
-        item.config.get_terminal_writer().line(f"\n{item.nodeid} ran past its {settings.timeout:g} s timeout", red=True)
+        named = f"\n{item.nodeid} ran past its {settings.timeout:g} s timeout"
+        item.config.get_terminal_writer().line(named, red=True)
+        dump = pytest_timeout.dump_stacks
+
+        def dump_then_name(terminal: Any) -> None:
+            dump(terminal)
+            terminal.line(named, red=True)  # again below the stacks: a CI log's tail names the test
+
+        pytest_timeout.dump_stacks = dump_then_name  # the run ends with this dump: nothing to restore
         pytest_timeout.timeout_timer(item, settings)  # dumps the stacks, then ends the run
 
     timer = threading.Timer(settings.timeout, expire)
