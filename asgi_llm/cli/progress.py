@@ -9,6 +9,8 @@ from typing import Any, TextIO
 
 import anyio
 
+from ..support.tasks import stop
+
 __all__ = ["progress_bar", "render"]
 
 _WIDTH = 30
@@ -48,6 +50,4 @@ async def progress_bar(
     try:
         yield
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await stop(task)

@@ -14,6 +14,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import anyio
 
+from ..support.tasks import stop
+
 __all__ = ["reloading"]
 
 log = logging.getLogger("asgi_llm.reload")
@@ -63,8 +65,6 @@ async def reloading(
     try:
         yield
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await stop(task)
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.remove_signal_handler(signal.SIGHUP)

@@ -223,8 +223,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "asgi_llm.pool.residency",
     ),
     "asgi_llm.cli.keys": ("asgi_llm.config", "asgi_llm.middleware", "asgi_llm.shared"),
-    "asgi_llm.cli.watch": (),
-    "asgi_llm.cli.progress": (),
+    "asgi_llm.cli.watch": ("asgi_llm.support.tasks",),
+    "asgi_llm.cli.progress": ("asgi_llm.support.tasks",),
     "asgi_llm.cli.otel_export": (),
     "asgi_llm.contrib": (
         "asgi_llm.config",

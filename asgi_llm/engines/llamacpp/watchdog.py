@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Iterator
 import anyio
 
 from ...core.errors import ModelNotReady
-from ...support.tasks import spawn
+from ...support.tasks import spawn, stop
 from ..inference_thread import Channel
 from .jobs import Delivery, Ticket
 
@@ -73,9 +73,7 @@ class Watchdog:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await stop(self._task)
 
     async def _watch(self) -> None:
         while True:
