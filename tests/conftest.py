@@ -6,6 +6,8 @@ The spec lives in the shared folder beside the repository (`../shared/spec`), in
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import os
 import sys
 import threading
@@ -230,7 +232,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
     """pytest-timeout's thread method, which names the hung test before and after it dumps every
-    thread's stack."""
+    thread's stack and every running loop's unfinished tasks."""
     if settings.method != "thread":
         return None
 
@@ -244,6 +246,7 @@ def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
 
         def dump_then_name(terminal: Any) -> None:
             dump(terminal)
+            _dump_tasks(terminal)
             terminal.line(named, red=True)  # again below the stacks: a CI log's tail names the test
 
         pytest_timeout.dump_stacks = dump_then_name  # the run ends with this dump: nothing to restore
@@ -260,6 +263,35 @@ def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
     item.cancel_timeout = cancel  # type: ignore[attr-defined]  # where pytest-timeout's own hook looks
     timer.start()
     return True
+
+
+def _dump_tasks(terminal: Any) -> None:
+    """Where each unfinished task of a running event loop waits: a thread's stack shows a loop idle
+    in its C code (uvloop), not which of its tasks never ends. Read from the timer's thread while
+    that loop may move: enough to point at the culprit, in a run that ends next."""
+    for loop in [found for found in gc.get_objects() if isinstance(found, asyncio.AbstractEventLoop)]:
+        if loop.is_closed() or not loop.is_running():
+            continue
+        try:
+            pending = [task for task in list(asyncio.all_tasks(loop)) if not task.done()]
+        except RuntimeError:  # the loop's task set changed while read
+            continue
+        terminal.sep("~", title=f"{len(pending)} unfinished tasks of {type(loop).__name__}")
+        for task in pending:
+            terminal.line(f"{task.get_name()}: {_awaiting(task.get_coro())}")
+
+
+def _awaiting(awaited: Any) -> str:
+    """A coroutine and what it awaits, down to the innermost (often a bare future)."""
+    parts = []
+    while awaited is not None:
+        frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "ag_frame", None)
+        if frame is None:
+            parts.append(repr(awaited)[:200])
+            break
+        parts.append(f"{frame.f_code.co_name} ({Path(frame.f_code.co_filename).name}:{frame.f_lineno})")
+        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "ag_await", None)
+    return " -> ".join(parts)
 
 
 def _null_tolerant(node: Any) -> Any:
