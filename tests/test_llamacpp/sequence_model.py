@@ -10,9 +10,19 @@ import numpy as np
 
 from asgi_llm.core import Finish, TextDelta, Usage
 from asgi_llm.core.events import EngineEvent, GenerationEvent
+from asgi_llm.engines.llamacpp.draft_payoff import DraftPayoff
 from asgi_llm.engines.llamacpp.jobs import BatchToken, Ticket, Turn
 
 SYSTEM = list(range(1000, 1040))  # a shared system prompt, longer than COPY_GAIN
+
+
+class Untimed(DraftPayoff):
+    """This model's steps take microseconds of noise: timed, they would make drafting's choices
+    follow the machine's load. Untimed, the costs stay unmeasured and every draft is decoded
+    whole; tests of what drafts cost give their costs (test_draft_payoff, test_draft_odds)."""
+
+    def timed(self, tokens: int, seconds: float) -> None:
+        pass
 
 
 class Model:

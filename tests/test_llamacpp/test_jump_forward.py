@@ -21,7 +21,7 @@ from asgi_llm.engines.llamacpp.jobs import Job, Turn
 from asgi_llm.engines.llamacpp.lookup import PromptLookup
 from asgi_llm.engines.llamacpp.speculation import Drafting, SpeculationRules, Spell, Tail
 
-from .sequence_model import Model, Request
+from .sequence_model import Model, Request, Untimed
 
 
 class Script:
@@ -74,7 +74,9 @@ PROMPT = [ord(c) for c in "write: "]
 def run(script: str, spell: Spell | None, *, lookup: bool = False, step_tokens: int = 16) -> tuple[str, int, Drafting]:
     """The output, the decodes it took, and the drafting's tally; the books checked every step."""
     model = Model(1)
-    drafting = Drafting(SpeculationRules(step_tokens=step_tokens, lookup=lookup), capacity=512, spell=spell)
+    drafting = Drafting(
+        SpeculationRules(step_tokens=step_tokens, lookup=lookup), capacity=512, payoff=Untimed(), spell=spell
+    )
     scheduler = Scheduler(model, slots=1, batch=64, chunk=64, drafting=drafting)
     choice = Script(model, script, PROMPT)
     job = Job(Request(1).ticket, list(PROMPT), choice, lookup=PromptLookup(PROMPT) if lookup else None)
@@ -131,7 +133,7 @@ def test_the_step_budget_holds_forced_drafts_too() -> None:
 
 
 def test_lookup_drafts_after_the_forced_ones() -> None:
-    drafting = Drafting(SpeculationRules(draft=4), capacity=64, spell=characters)
+    drafting = Drafting(SpeculationRules(draft=4), capacity=64, payoff=Untimed(), spell=characters)
     history = [ord(c) for c in "ABCDEF xyz ABC"]
     model = Model(1)
     choice = Script(model, "DEF", history)
@@ -171,7 +173,7 @@ def test_a_last_token_the_model_refuses_stops_being_drafted_but_for_probes() -> 
 
 
 def test_each_last_token_is_judged_apart() -> None:
-    drafting = Drafting(SpeculationRules(lookup=False), capacity=64, spell=characters)
+    drafting = Drafting(SpeculationRules(lookup=False), capacity=64, payoff=Untimed(), spell=characters)
     drafting.tails[ord("B")] = refused = Tail()
     refused.judged(False)  # refused where it ended a forced text: not drafted there next
     model = Model(1)
@@ -196,7 +198,7 @@ def _tailed(drafting: Drafting) -> Job:
 
 
 def test_a_last_token_the_output_ended_before_is_not_judged() -> None:
-    drafting = Drafting(SpeculationRules(lookup=False), capacity=64, spell=characters)
+    drafting = Drafting(SpeculationRules(lookup=False), capacity=64, payoff=Untimed(), spell=characters)
     job = _tailed(drafting)
     drafting.settle(job, 2, 1, None)  # A taken, then the output ended: B was never refused
     assert drafting.tails[ord("B")].rate is None and job.tail is None
@@ -206,7 +208,7 @@ def test_a_last_token_the_output_ended_before_is_not_judged() -> None:
 
 
 def test_a_tally_dropped_between_a_draft_and_its_picks_is_made_again() -> None:
-    drafting = Drafting(SpeculationRules(lookup=False), capacity=64, spell=characters)
+    drafting = Drafting(SpeculationRules(lookup=False), capacity=64, payoff=Untimed(), spell=characters)
     job = _tailed(drafting)
     drafting.tails.clear()  # as when another sequence's new ending fills the tallies this step
     drafting.settle(job, 2, 2, ord("x"))

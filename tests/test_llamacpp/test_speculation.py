@@ -21,7 +21,7 @@ from asgi_llm.engines.llamacpp.lookup import PromptLookup
 from asgi_llm.engines.llamacpp.reply_memory import ReplyMemory
 from asgi_llm.engines.llamacpp.speculation import Drafting, SpeculationRules
 
-from .sequence_model import Model, Request
+from .sequence_model import Model, Request, Untimed
 
 Rule = Callable[[list[int]], int]
 
@@ -102,7 +102,7 @@ def run(
     prompts: list[list[int]], rule: Rule, tokens: int, rules: SpeculationRules | None
 ) -> tuple[list[list[int]], int, Drafting | None]:
     """Every prompt's output, the decodes it took, and the drafting's tally."""
-    drafting = Drafting(rules, capacity=256) if rules is not None else None
+    drafting = Drafting(rules, capacity=256, payoff=Untimed()) if rules is not None else None
     model, scheduler, choices, jobs = scheduled(prompts, rule, tokens, drafting)
     decodes = 0
     for _ in steps(scheduler):
@@ -152,7 +152,7 @@ def test_output_is_the_same_when_the_memory_of_replies_drafts(
     """The same prompts twice through one model's drafting: the second time much is recalled
     (a small memory forgets), and every output is the model's own."""
     plain = run(prompts, hashed, tokens, None)[0]
-    drafting = Drafting(SpeculationRules(draft=8, memory=memory), capacity=256)
+    drafting = Drafting(SpeculationRules(draft=8, memory=memory), capacity=256, payoff=Untimed())
     for _ in range(2):
         model = Model(len(prompts))
         scheduler = Scheduler(model, slots=len(prompts), batch=64, chunk=16, drafting=drafting)
@@ -182,7 +182,7 @@ def test_drafting_steps_back_when_the_running_sequences_fill_the_step() -> None:
 def test_a_miss_shrinks_the_reach_and_whole_drafts_grow_it() -> None:
     """The reach bounds the memory's drafts (and a draft model's); a lookup draft's miss, whose
     length its odds set, leaves it."""
-    drafting = Drafting(SpeculationRules(draft=8, step_tokens=16), capacity=100)
+    drafting = Drafting(SpeculationRules(draft=8, step_tokens=16), capacity=100, payoff=Untimed())
     job = Job(Request(1).ticket, [1], Oracle(Model(1), hashed, 1))
 
     def recalled(drafted: int, taken: int) -> int:
@@ -200,7 +200,9 @@ def test_a_miss_shrinks_the_reach_and_whole_drafts_grow_it() -> None:
 def test_a_choice_that_ends_inside_a_draft_leaves_none_of_the_rest_cached(stop_at: int) -> None:
     prompt = [4, 5, 6, 7, 4, 5, 6, 7]
     model = Model(1)
-    scheduler = Scheduler(model, slots=1, batch=64, chunk=16, drafting=Drafting(SpeculationRules(), capacity=64))
+    scheduler = Scheduler(
+        model, slots=1, batch=64, chunk=16, drafting=Drafting(SpeculationRules(), capacity=64, payoff=Untimed())
+    )
     stop = prompt[(len(prompt) + stop_at) % 4]
     choice = Oracle(model, cyclic(4), 50, stop=stop)
     request = Request(1)
@@ -225,7 +227,7 @@ def test_a_draft_that_fails_to_be_made_costs_its_sequence_the_draft_only() -> No
     prompt = [5, 6, 7, 8, 5, 6, 7, 8]
     plain, _, _ = run([prompt], cyclic(4), 20, None)
     model = Model(2)
-    drafting = Drafting(SpeculationRules(), capacity=256, spell=lambda token, text: [1, 2, 3])
+    drafting = Drafting(SpeculationRules(), capacity=256, payoff=Untimed(), spell=lambda token, text: [1, 2, 3])
     scheduler = Scheduler(model, slots=2, batch=64, chunk=16, drafting=drafting)
     broken, fine = Unforceable(model, cyclic(4), 20), Oracle(model, cyclic(4), 20)
     requests = [Request(1), Request(1)]
@@ -261,7 +263,9 @@ def test_a_draft_whose_cells_cannot_be_dropped_ends_its_request_only() -> None:
     that request ends with a 500, its sequence is emptied, and the others finish."""
     prompts = [[1, 2, 3, 1, 2, 3, 1, 2, 4, 1, 2, 3], [3, 2, 1, 3, 2, 1, 3, 2, 4, 3, 2, 1]]
     model = ForgetFails(len(prompts))
-    scheduler = Scheduler(model, slots=2, batch=64, chunk=16, drafting=Drafting(SpeculationRules(), capacity=256))
+    scheduler = Scheduler(
+        model, slots=2, batch=64, chunk=16, drafting=Drafting(SpeculationRules(), capacity=256, payoff=Untimed())
+    )
     choices = [Oracle(model, hashed, 40) for _ in prompts]
     requests = [Request(1) for _ in prompts]
     jobs = [
@@ -296,14 +300,14 @@ def test_a_reply_written_before_is_drafted_from_the_memory_of_replies() -> None:
         return choice.out, drafting.accepted - before
 
     [plain], _, _ = run([prompt], unrepeating, 40, None)
-    remembering = Drafting(SpeculationRules(draft=8, memory=1000), capacity=256)
+    remembering = Drafting(SpeculationRules(draft=8, memory=1000), capacity=256, payoff=Untimed())
     first, taken_first = answered(remembering)
     again, taken_again = answered(remembering)
     assert first == again == plain
     assert taken_first < 5 and taken_again > 30  # the second time, the first reply is drafted
     assert remembering.describe()["remembered"] == 39  # a run for each token the reply took before its last
     assert remembering.recalled_accepted == taken_again and remembering.recall.rate == 1.0
-    forgetful = Drafting(SpeculationRules(draft=8, memory=0), capacity=256)
+    forgetful = Drafting(SpeculationRules(draft=8, memory=0), capacity=256, payoff=Untimed())
     answered(forgetful)
     assert answered(forgetful)[1] < 5 and forgetful.describe()["remembered"] is None
     assert remembering.index(prompt, False) is None  # a request that opts out drafts nothing
@@ -312,7 +316,7 @@ def test_a_reply_written_before_is_drafted_from_the_memory_of_replies() -> None:
 def test_drafts_from_the_memory_are_judged_apart_from_the_sequences_own_lookup() -> None:
     """A sequence's lookup may guess badly (JSON values) where the memory, matching 12 tokens,
     does not: each has its own acceptance."""
-    drafting = Drafting(SpeculationRules(draft=8, memory=100), capacity=100)
+    drafting = Drafting(SpeculationRules(draft=8, memory=100), capacity=100, payoff=Untimed())
     job = Job(Request(1).ticket, [1], Oracle(Model(1), hashed, 1))
     job.recalled = True
     drafting.settle(job, 8, 2, None)
@@ -328,7 +332,7 @@ def test_the_memorys_whole_drafts_run_on_past_the_lookup_draft_to_the_steps_budg
     lookup's `draft`: a reply written before is decoded in steps as long as a step may be,
     while the sequence's own lookup keeps to `draft`, and its misses leave the reach."""
     prompt = list(range(1, 20))
-    drafting = Drafting(SpeculationRules(draft=4, step_tokens=16, memory=1000), capacity=256)
+    drafting = Drafting(SpeculationRules(draft=4, step_tokens=16, memory=1000), capacity=256, payoff=Untimed())
 
     def answered() -> tuple[list[int], list[int]]:
         model = Model(1)
@@ -367,7 +371,7 @@ def test_a_memory_that_fails_costs_its_drafts_only() -> None:
     the scheduler whole and every reply the same."""
     prompt = list(range(1, 20))
     [plain], _, _ = run([prompt], unrepeating, 30, None)
-    drafting = Drafting(SpeculationRules(draft=8, memory=100), capacity=256)
+    drafting = Drafting(SpeculationRules(draft=8, memory=100), capacity=256, payoff=Untimed())
     drafting.memory = BrokenMemory(100)
     for _ in range(2):
         model = Model(1)
