@@ -57,6 +57,18 @@ def plain() -> Acceptance:
     return record
 
 
+def test_the_operator_sees_each_class_of_match_by_its_lengths() -> None:
+    odds = DraftOdds(4)
+    for _ in range(50):
+        odds.judged(3, 4, 0)  # after a match of three, the first drafted token is refused
+        odds.judged(20, 4, 2)  # after twenty, two taken and the third refused
+    view = odds.describe()
+    assert list(view) == ["0", "1", "2-3", "4-7", "8-15", "16-31", "32-63", "64+"]
+    assert view["2-3"]["first"] < 0.05 and view["2-3"]["whole"] < 0.2
+    assert view["16-31"]["first"] == 1.0 and 2.0 <= view["16-31"]["whole"] < 2.1
+    assert view["64+"] == {"first": 1.0, "whole": 4.0}  # never judged: the prior, one taken of one
+
+
 def test_a_draft_is_cut_where_its_next_token_no_longer_pays() -> None:
     payoff = cpu_costs()
     sure = [0.97 * k for k in range(1, 9)]  # (near enough) every token taken: the whole draft
@@ -146,6 +158,8 @@ def test_one_stream_at_cpu_costs_drafts_a_copy_whole_and_learns_to_drop_guesses_
         costs.append(spent)
     assert drafted[-1] < drafted[0] / 2 and costs[-1] < costs[0]
     assert costs[-1] <= 1.03 * plain[1]  # what is left: probes (every 16th asking) and lucky matches
+    seen = drafting.describe()["lookup_odds"]  # the operator's view: the noise's short matches, the copy's long ones
+    assert isinstance(seen, dict) and seen["4-7"]["first"] < 0.2 and seen["16-31"] == {"first": 1.0, "whole": 8.0}
     copied_again = one_stream(passage, cyclic(62), drafting)
     # the long matches' odds stand; only its first tokens, before the agreement is long, wait
     assert copied_again[1] < 0.65 * copy[1]

@@ -56,3 +56,15 @@ class DraftOdds:
         for depth in range(min(taken + 1, drafted, self._depth)):
             taken_here, judged = counts[depth]
             counts[depth] = (taken_here * DECAY + (depth < taken), judged * DECAY + 1.0)
+
+    def describe(self) -> dict[str, dict[str, float]]:
+        """For the operator's view (`/admin/models`), per class of match (its shortest and longest
+        lengths): the chance a draft's first token is taken, and the tokens a whole draft is
+        expected to have taken."""
+        view = {}
+        for index, counts in enumerate(self._counts):
+            low = 0 if index == 0 else 1 << (index - 1)
+            name = f"{low}+" if index == CLASSES - 1 else str(low) if index < 2 else f"{low}-{2 * low - 1}"
+            taken, judged = counts[0]
+            view[name] = {"first": round(taken / judged, 3), "whole": round(self.expected(low, self._depth)[-1], 2)}
+        return view

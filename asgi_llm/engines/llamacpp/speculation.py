@@ -262,6 +262,7 @@ class Drafting:
             "remembered": len(self.memory) if self.memory is not None else None,
             "recalled": self.recalled,
             "recalled_accepted": self.recalled_accepted,
+            "lookup_odds": self.odds.describe() if self.rules.lookup and self._drafter is None else None,
         }
 
     def settle(self, job: Job, drafted: int, taken: int, token: int | None) -> None:
