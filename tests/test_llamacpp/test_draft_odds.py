@@ -14,9 +14,11 @@ from asgi_llm.engines.llamacpp.speculation import Drafting, SpeculationRules
 from .test_speculation import Rule, cyclic, scheduled, steps
 
 
-def test_a_class_is_tried_before_it_is_judged() -> None:
-    assert DraftOdds(8).expected(3, 4) == [1.0, 2.0, 3.0, 4.0]
-    assert len(DraftOdds(8).expected(3, 20)) == 8  # no deeper than the most a draft holds
+def test_a_class_begins_at_the_odds_measured_for_its_matches() -> None:
+    odds = DraftOdds(8)
+    assert odds.expected(3, 3) == pytest.approx([0.65, 0.65 + 0.65**2, 0.65 + 0.65**2 + 0.65**3])
+    assert odds.expected(40, 1) == pytest.approx([0.97]) and odds.expected(5, 1) == pytest.approx([0.78])
+    assert len(odds.expected(3, 20)) == 8  # no deeper than the most a draft holds
 
 
 def test_odds_are_kept_per_class_of_match_and_per_depth() -> None:
@@ -25,9 +27,9 @@ def test_odds_are_kept_per_class_of_match_and_per_depth() -> None:
         odds.judged(2, 8, 0)  # after a match of two tokens the first drafted token is refused
         odds.judged(40, 8, 8)  # after forty, the whole draft is taken
     short, long = odds.expected(3, 8), odds.expected(33, 8)  # 3 shares 2's class (2-3), 33 shares 40's (32-63)
-    assert short[0] < 0.05 and short[-1] == pytest.approx(8 * short[0])  # deeper ones reached only through it
-    assert long == pytest.approx([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0])
-    assert odds.expected(5, 2) == [1.0, 2.0]  # another class: untouched
+    assert short[0] < 0.05 and short[-1] == pytest.approx(short[0] * sum(0.65**k for k in range(8)))  # through it
+    assert long == pytest.approx([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], rel=0.02)  # the prior outweighed
+    assert odds.expected(5, 2) == pytest.approx([0.78, 0.78 + 0.78**2])  # another class: untouched
 
 
 def test_only_the_depths_a_draft_reached_are_judged() -> None:
@@ -35,9 +37,9 @@ def test_only_the_depths_a_draft_reached_are_judged() -> None:
     for _ in range(50):
         odds.judged(10, 8, 2)  # two taken, the third refused: the rest never reached the model
     first, second, third, fourth = odds.expected(10, 4)
-    assert first == pytest.approx(1.0) and second == pytest.approx(2.0)
+    assert first == pytest.approx(1.0, rel=0.01) and second == pytest.approx(2.0, rel=0.02)
     assert third - second < 0.05  # the third is refused where the two before it were taken
-    assert fourth - third == pytest.approx(third - second)  # never judged: taken wherever the third is
+    assert fourth - third == pytest.approx(0.85 * (third - second))  # never judged: its class's prior (8-15)
 
 
 def cpu_costs() -> DraftPayoff:
@@ -65,8 +67,8 @@ def test_the_operator_sees_each_class_of_match_by_its_lengths() -> None:
     view = odds.describe()
     assert list(view) == ["0", "1", "2-3", "4-7", "8-15", "16-31", "32-63", "64+"]
     assert view["2-3"]["first"] < 0.05 and view["2-3"]["whole"] < 0.2
-    assert view["16-31"]["first"] == 1.0 and 2.0 <= view["16-31"]["whole"] < 2.1
-    assert view["64+"] == {"first": 1.0, "whole": 4.0}  # never judged: the prior, one taken of one
+    assert view["16-31"]["first"] > 0.99 and 2.0 <= view["16-31"]["whole"] < 2.1
+    assert view["64+"] == {"first": 0.97, "whole": round(sum(0.97**k for k in range(1, 5)), 2)}  # its prior
 
 
 def test_a_draft_is_cut_where_its_next_token_no_longer_pays() -> None:
@@ -156,10 +158,13 @@ def test_one_stream_at_cpu_costs_drafts_a_copy_whole_and_learns_to_drop_guesses_
         assert out == plain[0]
         drafted.append(drafting.drafted - before)
         costs.append(spent)
-    assert drafted[-1] < drafted[0] / 2 and costs[-1] < costs[0]
-    assert costs[-1] <= 1.03 * plain[1]  # what is left: probes (every 16th asking) and lucky matches
+    assert drafted[-1] < drafted[0] and costs[-1] < costs[0]
+    # what is left: probes (every 16th asking), lucky matches, and long matches this text misleads
+    # before their class has outweighed the prior of the texts the odds were measured on
+    assert costs[-1] <= 1.06 * plain[1]
     seen = drafting.describe()["lookup_odds"]  # the operator's view: the noise's short matches, the copy's long ones
-    assert isinstance(seen, dict) and seen["4-7"]["first"] < 0.2 and seen["16-31"] == {"first": 1.0, "whole": 8.0}
+    assert isinstance(seen, dict) and seen["4-7"]["first"] < 0.2
+    assert seen["16-31"]["first"] > 0.95 and seen["16-31"]["whole"] > 7.0
     copied_again = one_stream(passage, cyclic(62), drafting)
     # the long matches' odds stand; only its first tokens, before the agreement is long, wait
     assert copied_again[1] < 0.65 * copy[1]

@@ -23,16 +23,25 @@ DECAY = 0.99
 """The weight a judged draft keeps per newer one of its class and depth."""
 CLASSES = 8
 """Match lengths 0, 1, 2-3, 4-7, ..., 64 and more: one class each."""
+PRIOR = (0.5, 0.5, 0.65, 0.78, 0.85, 0.97, 0.97, 0.97)
+"""Each class's odds before it is judged: the shares measured with the packaged model (above).
+Starting at "always taken", a model's first requests paid for drafts after short matches until
+their odds were learned. Replayed at this CPU's step costs (benchmarks/draft_bound.py's 15
+replies, three runs), a first reply (a code edit) made 1.24-1.39× the plain rate so, against
+1.04-1.23× from "always taken", and all 15 together 1.20-1.28× against 1.16-1.27×."""
+PRIOR_WEIGHT = 2.0
+"""Drafts' worth of weight the prior has: a model whose matches fare otherwise outweighs it
+after a few drafts of a class."""
 
 
 class DraftOdds:
     """Per class of match and per depth, the decayed share of drafted tokens taken where every
-    one before them in their draft was; each begins as one token drafted and taken, so a class is
-    drafted, and so measured, before its odds are known."""
+    one before them in their draft was; each begins at its `PRIOR`. A draft cut to nothing is
+    judged all the same (`Acceptance.watch`), so a class whose prior is too low is still measured."""
 
     def __init__(self, depth: int) -> None:
         self._depth = depth
-        self._counts = [[(1.0, 1.0)] * depth for _ in range(CLASSES)]  # (taken, judged) by class, depth
+        self._counts = [[(PRIOR_WEIGHT * share, PRIOR_WEIGHT)] * depth for share in PRIOR]  # (taken, judged)
 
     @staticmethod
     def _class(agreement: int) -> int:
