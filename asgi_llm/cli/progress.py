@@ -9,7 +9,7 @@ from typing import Any, TextIO
 
 import anyio
 
-from ..support.tasks import stop
+from ..support.tasks import cancel_and_wait
 
 __all__ = ["progress_bar", "render"]
 
@@ -50,4 +50,4 @@ async def progress_bar(
     try:
         yield
     finally:
-        await stop(task)
+        await cancel_and_wait(task)

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import anyio
 
-from ..support.tasks import stop
+from ..support.tasks import cancel_and_wait
 
 __all__ = ["reloading"]
 
@@ -65,6 +65,6 @@ async def reloading(
     try:
         yield
     finally:
-        await stop(task)
+        await cancel_and_wait(task)
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.remove_signal_handler(signal.SIGHUP)

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["spawn", "stop"]
+__all__ = ["cancel_and_wait", "spawn"]
 
 T = TypeVar("T")
 
@@ -30,7 +30,7 @@ def _ended(task: asyncio.Task[Any], log: logging.Logger | None) -> None:
         log.error("the background task %s failed", task.get_name(), exc_info=failure)
 
 
-async def stop(task: asyncio.Task[Any]) -> None:
+async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
     """Cancel `task` and wait until it has ended. Its own cancellation stays here; its failure is
     the caller's. A cancel of the caller while it waits ends the caller: `suppress(CancelledError)`
     around `await task` would swallow that one too, and a server going down would find its

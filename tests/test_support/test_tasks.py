@@ -1,6 +1,6 @@
 """`tasks.spawn`: a failure nothing awaits is logged once; a cancellation is no failure, and a task
 whose awaiter takes its failure (log=None) is not logged here. And no module starts such a task
-any other way. `tasks.stop`: the task ends, its failure is the caller's, and a cancel of the
+any other way. `tasks.cancel_and_wait`: the task ends, its failure is the caller's, and a cancel of the
 caller while it waits is not swallowed."""
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ async def test_a_cancellation_and_an_awaited_failure_are_not_logged(caplog: pyte
     assert not [r for r in caplog.records if r.name == "asgi_llm.pool"]
 
 
-async def test_stop_ends_the_task_and_hands_on_its_failure() -> None:
+async def test_cancel_and_wait_ends_the_task_and_hands_on_its_failure() -> None:
     ended = asyncio.Event()
 
     async def forever() -> None:
@@ -74,12 +74,12 @@ async def test_stop_ends_the_task_and_hands_on_its_failure() -> None:
 
     waiting = tasks.spawn(forever(), name="stopped", log=None)
     await asyncio.sleep(0)
-    await tasks.stop(waiting)
+    await tasks.cancel_and_wait(waiting)
     assert ended.is_set() and waiting.cancelled()
     failing = tasks.spawn(fails_on_cancel(), name="failing", log=None)
     await asyncio.sleep(0)
     with pytest.raises(ValueError, match="while ending"):
-        await tasks.stop(failing)
+        await tasks.cancel_and_wait(failing)
 
 
 async def test_a_cancel_of_the_caller_while_it_stops_a_task_is_not_swallowed() -> None:
@@ -95,7 +95,7 @@ async def test_a_cancel_of_the_caller_while_it_stops_a_task_is_not_swallowed() -
             await release.wait()
 
     async def caller(task: asyncio.Task[None]) -> None:
-        await tasks.stop(task)
+        await tasks.cancel_and_wait(task)
         after.append("ran on")
 
     slow = tasks.spawn(slow_to_end(), name="slow", log=None)

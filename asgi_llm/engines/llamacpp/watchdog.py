@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Iterator
 import anyio
 
 from ...core.errors import ModelNotReady
-from ...support.tasks import spawn, stop
+from ...support.tasks import cancel_and_wait, spawn
 from ..inference_thread import Channel
 from .jobs import Delivery, Ticket
 
@@ -73,7 +73,7 @@ class Watchdog:
 
     async def stop(self) -> None:
         if self._task is not None:
-            await stop(self._task)
+            await cancel_and_wait(self._task)
 
     async def _watch(self) -> None:
         while True:

@@ -34,7 +34,7 @@ from ...core.errors import BadGateway, GatewayTimeout, LLMError, Unavailable, Un
 from ...core.events import EmbeddingResult, EngineEvent
 from ...core.memory import MemoryEstimate
 from ...core.requests import CompletionRequest, EmbeddingRequest, GenerationRequest
-from ...support.tasks import spawn, stop
+from ...support.tasks import cancel_and_wait, spawn
 from .discovery import discover, discover_settings, list_models
 from .errors import error_from_response, retryable, scrub
 from .prompt_size import PromptSizer
@@ -123,7 +123,7 @@ class UpstreamEngine(Embedder, ImageReader):
 
     async def close(self) -> None:
         if self._watch is not None:
-            await stop(self._watch)
+            await cancel_and_wait(self._watch)
         if self._client is not None:
             await self._client.aclose()
         self._client = self._watch = None
