@@ -21,8 +21,9 @@ __all__ = ["DraftOdds"]
 
 DECAY = 0.99
 """The weight a judged draft keeps per newer one of its class and depth."""
-CLASSES = 8
-"""Match lengths 0, 1, 2-3, 4-7, ..., 64 and more: one class each."""
+LABELS = ("0", "1", "2-3", "4-7", "8-15", "16-31", "32-63", "64+")
+"""Match lengths, one class each (a length's `bit_length`), as the operator's view names them."""
+CLASSES = len(LABELS)
 PRIOR = (0.5, 0.5, 0.65, 0.78, 0.85, 0.97, 0.97, 0.97)
 """Each class's odds before it is judged: the shares measured with the packaged model (above).
 Starting at "always taken", a model's first requests paid for drafts after short matches until
@@ -71,9 +72,9 @@ class DraftOdds:
         lengths): the chance a draft's first token is taken, and the tokens a whole draft is
         expected to have taken."""
         view = {}
-        for index, counts in enumerate(self._counts):
-            low = 0 if index == 0 else 1 << (index - 1)
-            name = f"{low}+" if index == CLASSES - 1 else str(low) if index < 2 else f"{low}-{2 * low - 1}"
+        for index, (label, counts) in enumerate(zip(LABELS, self._counts, strict=True)):
+            shortest = (1 << index) >> 1  # the class's shortest match: 0, 1, 2, 4, ...
             taken, judged = counts[0]
-            view[name] = {"first": round(taken / judged, 3), "whole": round(self.expected(low, self._depth)[-1], 2)}
+            whole = self.expected(shortest, self._depth)[-1]
+            view[label] = {"first": round(taken / judged, 3), "whole": round(whole, 2)}
         return view
