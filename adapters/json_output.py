@@ -1,5 +1,5 @@
 """Structured output, as every protocol's parse asks for it: any JSON object, or JSON valid under a schema;
-and tools' parameter schemas.
+and tools' parameter schemas and names.
 
 A schema is checked here (against its draft's meta-schema), so a bad one is a 400 naming the field it came in; whether
 decoding can enforce it is the engine's to say (also a 400, naming the same field).
@@ -7,7 +7,8 @@ decoding can enforce it is the engine's to say (also a 400, naming the same fiel
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped, unused-ignore]
@@ -16,7 +17,10 @@ from jsonschema.validators import validator_for  # type: ignore[import-untyped, 
 
 from asgi_llm.core import InvalidRequest, OutputFormat
 
-__all__ = ["json_object", "json_schema", "tool_parameters"]
+__all__ = ["checked_name", "json_object", "json_schema", "tool_names", "tool_parameters"]
+
+NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""A tool's or a response format's name, as OpenAI and Anthropic define it."""
 
 
 def json_object(param: str) -> OutputFormat:
@@ -27,6 +31,28 @@ def json_schema(schema: Any, param: str, *, name: str | None = None, strict: boo
     """`schema` must be a valid JSON Schema object; `param` is where it sits in the request."""
     _check(schema, param)
     return OutputFormat(kind="json_schema", param=param, schema=dict(schema), name=name, strict=bool(strict))
+
+
+def checked_name(name: str, param: str) -> str:
+    """`name` where it matches `NAME`; a 400 naming `param` otherwise."""
+    if NAME.fullmatch(name) is None:
+        raise InvalidRequest(
+            f"Invalid value for '{param}': {name!r}; a name is 1 to 64 letters, digits, '_' or '-'.", param=param
+        )
+    return name
+
+
+def tool_names(names: Sequence[str], param: Callable[[int], str], *, pattern: bool = True) -> None:
+    """Each tool's name told apart from the others' (a call names its tool, so two of one name
+    would leave the call to either), and, with `pattern`, matching `NAME`; `param(i)` is where
+    tool `i`'s name sits in the request."""
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        if pattern:
+            checked_name(name, param(i))
+        if name in seen:
+            raise InvalidRequest(f"Tool names must be unique: '{name}' is given twice.", param=param(i))
+        seen.add(name)
 
 
 def tool_parameters(schema: Any, param: str) -> dict[str, Any]:
