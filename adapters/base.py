@@ -6,7 +6,9 @@ results and events into wire bytes. The app does all I/O.
 
 from __future__ import annotations
 
+import functools
 import json
+import typing
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
@@ -360,12 +362,39 @@ def stream_json(payload: Any) -> str:
 
 def refuse_unrecognized(wire: BaseModel, *, prefix: str = "", handled: Collection[str] = ()) -> None:
     """A field no model here declares is refused, naming it, never accepted and ignored (null
-    means "not set" and passes). Wire models keep unknown fields (`extra="allow"`) so that a
-    protocol first checks the ones it knows (`handled`) with rules and messages of its own."""
+    means "not set" and passes), at any depth: in `wire`, and in every model it holds, in lists
+    and maps too. Wire models keep unknown fields (`extra="allow"`) so that a protocol first
+    checks the top-level ones it knows (`handled`) with rules and messages of its own."""
     for name, value in (wire.model_extra or {}).items():
         if value is not None and name not in handled:
             param = f"{prefix}{name}"
             raise InvalidRequest(f"Unrecognized parameter: '{param}'; this server does not support it.", param=param)
+    for name in _holding_models(type(wire)):
+        _refuse_within(getattr(wire, name), f"{prefix}{name}")
+
+
+def _refuse_within(value: Any, param: str) -> None:
+    """`refuse_unrecognized` for what a field holds: a model, or models in a list or a map."""
+    if isinstance(value, BaseModel):
+        refuse_unrecognized(value, prefix=f"{param}.")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _refuse_within(item, f"{param}.{key}")
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _refuse_within(item, f"{param}[{i}]")
+
+
+@functools.cache
+def _holding_models(model: type[BaseModel]) -> tuple[str, ...]:
+    """The fields of `model` whose type may hold a model, so a free JSON value (a schema) is not walked."""
+    return tuple(name for name, info in model.model_fields.items() if _mentions_model(info.annotation))
+
+
+def _mentions_model(annotation: Any) -> bool:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return True
+    return any(_mentions_model(arg) for arg in typing.get_args(annotation))
 
 
 _SCALAR_BRANCHES = frozenset({"str", "int", "float", "bool"})

@@ -199,7 +199,9 @@ TABLES = {
             "speculative": Honoured(False),
             "thinking": Honoured({"type": "disabled"}),
             "tools": Honoured([{"name": "f", "input_schema": {"type": "object"}}]),
-            "tool_choice": Honoured({"type": "any"}, needs={"tools": [{"name": "f", "input_schema": {"type": "object"}}]}),
+            "tool_choice": Honoured(
+                {"type": "any"}, needs={"tools": [{"name": "f", "input_schema": {"type": "object"}}]}
+            ),
             "output_format": Honoured({"type": "json_schema", "schema": SCHEMA}),
             "output_config": Honoured({"format": {"type": "json_schema", "schema": SCHEMA}}),
             "cache_control": Honoured({"type": "ephemeral"}),
@@ -296,7 +298,11 @@ def test_a_field_changes_what_the_core_gets_or_is_refused(name: str, field_name:
         with pytest.raises(InvalidRequest) as refused:
             table.parse({**table.base, field_name: row.value})
         param = refused.value.param or ""
-        assert refused.value.status == 400 and field_name in (param, param.removeprefix("options."), param.split(".")[0])
+        assert refused.value.status == 400 and field_name in (
+            param,
+            param.removeprefix("options."),
+            param.split(".")[0],
+        )
         return
     base = {**table.base, **row.needs}
     assert table.parse({**base, field_name: row.value}) != table.parse(base)
@@ -308,3 +314,79 @@ def test_a_field_no_model_declares_is_refused_by_name(name: str) -> None:
     with pytest.raises(InvalidRequest) as refused:
         table.parse({**table.base, "no_such_field": 1})
     assert (refused.value.param or "").removeprefix("options.") == "no_such_field"
+
+
+CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+ANTHROPIC_TOOL = {"name": "f", "input_schema": {"type": "object"}}
+NESTED: list[tuple[str, dict[str, Any], str]] = [
+    ("openai-chat", {"messages": [{"role": "user", "content": "hi", "audio": {"id": "a"}}]}, "messages[0].audio"),
+    (
+        "openai-chat",
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi", "x": 1}]}]},
+        "messages[0].content[0].x",
+    ),
+    (
+        "openai-chat",
+        {"messages": [*USER, {"role": "assistant", "content": None, "tool_calls": [{**CALL, "z": 1}]}]},
+        "messages[1].tool_calls[0].z",
+    ),
+    (
+        "openai-chat",
+        {
+            "messages": [
+                *USER,
+                {"role": "assistant", "tool_calls": [{**CALL, "function": {**CALL["function"], "x": 1}}]},
+            ]
+        },
+        "messages[1].tool_calls[0].function.x",
+    ),
+    ("openai-chat", {"tools": [{**TOOL, "defer_loading": True}]}, "tools[0].defer_loading"),
+    ("openai-chat", {"tools": [{"type": "function", "function": {"name": "f", "foo": 1}}]}, "tools[0].function.foo"),
+    (
+        "openai-chat",
+        {"tools": [TOOL], "tool_choice": {"type": "function", "function": {"name": "f"}, "y": 1}},
+        "tool_choice.y",
+    ),
+    ("openai-chat", {"response_format": {"type": "json_object", "foo": 1}}, "response_format.foo"),
+    (
+        "openai-chat",
+        {"response_format": {"type": "json_schema", "json_schema": {"name": "o", "schema": SCHEMA, "foo": 1}}},
+        "response_format.json_schema.foo",
+    ),
+    ("openai-responses", {"text": {"format": {"type": "text"}, "foo": 1}}, "text.foo"),
+    ("openai-responses", {"text": {"format": {"type": "text", "foo": 1}}}, "text.format.foo"),
+    ("openai-responses", {"reasoning": {"generate_summary": "auto"}}, "reasoning.generate_summary"),
+    ("anthropic-messages", {"output_config": {"effort": "low"}}, "output_config.effort"),
+    ("anthropic-messages", {"tools": [{**ANTHROPIC_TOOL, "input_examples": []}]}, "tools[0].input_examples"),
+    (
+        "anthropic-messages",
+        {"tools": [ANTHROPIC_TOOL], "tool_choice": {"type": "auto", "bogus": 1}},
+        "tool_choice.bogus",
+    ),
+    ("anthropic-messages", {"thinking": {"type": "disabled", "display": "omitted"}}, "thinking.display"),
+    ("anthropic-messages", {"metadata": {"user_id": "u", "foo": "bar"}}, "metadata.foo"),
+    ("anthropic-messages", {"messages": [{"role": "user", "content": "hi", "name": "bob"}]}, "messages[0].name"),
+    (
+        "anthropic-messages",
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi", "citations": [{"x": 1}]}]}]},
+        "messages[0].content[0].citations",
+    ),
+    ("ollama-chat", {"messages": [{"role": "user", "content": "hi", "foo": 1}]}, "messages[0].foo"),
+    ("ollama-chat", {"tools": [{**TOOL, "x": 1}]}, "tools[0].x"),
+    (
+        "ollama-chat",
+        {"tools": [{"type": "function", "function": {"name": "f", "strict": True}}]},
+        "tools[0].function.strict",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "fields", "param"), NESTED, ids=[p for _, _, p in NESTED])
+def test_a_field_no_model_declares_is_refused_by_name_at_any_depth(
+    name: str, fields: dict[str, Any], param: str
+) -> None:
+    table = TABLES[name]
+    with pytest.raises(InvalidRequest) as refused:
+        table.parse({**table.base, **fields})
+    assert refused.value.status == 400 and refused.value.param == param
+    assert f"'{param}'" in refused.value.message

@@ -88,7 +88,7 @@ PARSED = [
     ),
     pytest.param(
         anthropic_messages.parse,
-        anthropic(output_config={"format": {"type": "json_schema", "schema": SCHEMA}, "effort": "low"}),
+        anthropic(output_config={"format": {"type": "json_schema", "schema": SCHEMA}}),
         OutputFormat("json_schema", "output_config.format.schema", SCHEMA),
         id="anthropic-output-config",
     ),
