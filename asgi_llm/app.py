@@ -14,7 +14,7 @@ from .adapters.base import Adapter, Route, StateStore, required_header
 from .adapters.openai import OPENAI
 from .client import Client
 from .config import Settings
-from .core import LLMError, MethodNotAllowed, RouteNotFound
+from .core import MethodNotAllowed, RouteNotFound
 from .http.asgi import ASGIApp, Receive, Scope, Send, send_json
 from .http.context import RequestContext, attach, request_context, request_info, send_error, with_request_id_header
 from .http.linger import serve_lingering
@@ -65,6 +65,13 @@ _IN_PROCESS = "in_process"
 _IN_PROCESS_ROUTES: Router[tuple[Route | str, Adapter]] = Router(
     [(route.path, route.methods, (route, OPENAI), None) for route in OPENAI.routes]
 )
+
+
+def _allowed(methods: tuple[str, ...]) -> list[str]:
+    """A path's methods for a 405's `Allow` header (RFC 9110): each once, HEAD wherever GET is
+    (the router serves HEAD with GET)."""
+    allowed = list(dict.fromkeys(methods))
+    return allowed + ["HEAD"] if "GET" in allowed and "HEAD" not in allowed else allowed
 
 
 def _store_from(settings: Settings, pool: ModelPool) -> StateStore:
@@ -283,13 +290,14 @@ class LLMApp:
         if not self.pool.started:
             await self._lazy_start()
         match: Match[tuple[Route | str, Adapter]] | None = request_context(scope).match
-        if match is None or match.target is None:
-            error: LLMError = (
-                RouteNotFound(f"No route for {scope['method']} {route_path(scope)}.")
-                if match is None
-                else MethodNotAllowed(f"Use {', '.join(match.allowed)} here.")
-            )
+        if match is None:
+            error = RouteNotFound(f"No route for {scope['method']} {route_path(scope)}.")
             await send_error(scope, send, request_info(scope), error)
+            return
+        if match.target is None:
+            allowed = _allowed(match.allowed)
+            refusal = MethodNotAllowed(f"Use {', '.join(allowed)} here.")
+            await send_error(scope, send, request_info(scope), refusal, [("allow", ", ".join(allowed))])
             return
         route = match.target[0]
         if route == _HEALTH:
