@@ -56,8 +56,16 @@ class ImageSource(_Wire):
     url: str | None = None
 
 
+class WireCacheControl(_Wire):
+    """A prompt-caching breakpoint, at the top level or on a block or tool: one shape everywhere."""
+
+    type: Literal["ephemeral"]
+    ttl: Literal["5m", "1h"] | None = None
+
+
 class Block(_Wire):
-    """Any content block; `_REQUIRED` names the fields each known type must carry."""
+    """Any content block; `_REQUIRED` names the fields each known type must carry, `_OPTIONAL`
+    the others it may (a field of another type's is refused, never dropped)."""
 
     type: str
     text: str | None = None
@@ -69,6 +77,7 @@ class Block(_Wire):
     is_error: bool | None = None
     thinking: str | None = None
     source: ImageSource | None = None
+    cache_control: WireCacheControl | None = None
 
 
 class WireMessage(_Wire):
@@ -81,6 +90,7 @@ class WireTool(_Wire):
     description: str | None = None
     input_schema: dict[str, Any] | None = None
     type: str | None = None
+    cache_control: WireCacheControl | None = None
 
 
 class WireToolChoice(_Wire):
@@ -105,11 +115,6 @@ class WireOutputConfig(_Wire):
 
 class WireMetadata(_Wire):
     user_id: str | None = None
-
-
-class WireCacheControl(_Wire):
-    type: Literal["ephemeral"]
-    ttl: Literal["5m", "1h"] | None = None
 
 
 class CountBody(_Wire):
@@ -145,7 +150,19 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
     "redacted_thinking": (),
     "image": ("source",),
 }
-_ALLOWED = {"user": ("text", "image", "tool_result"), "assistant": ("text", "tool_use", "thinking", "redacted_thinking")}
+_OPTIONAL: dict[str, tuple[str, ...]] = {
+    "text": ("cache_control",),
+    "tool_use": ("cache_control",),
+    "tool_result": ("content", "is_error", "cache_control"),
+    "image": ("cache_control",),
+    "thinking": ("signature",),
+    "redacted_thinking": ("data",),
+}
+"""Anthropic takes no `cache_control` on a thinking block: it is cached with its turn."""
+_ALLOWED = {
+    "user": ("text", "image", "tool_result"),
+    "assistant": ("text", "tool_use", "thinking", "redacted_thinking"),
+}
 _TOOL_CHOICES: dict[str, ToolChoice] = {"auto": "auto", "any": "required", "none": "none"}
 
 
@@ -171,8 +188,7 @@ def parse_count(body: Any) -> Parsed[ChatRequest, None]:
 def _request(wire: CountBody, sampling: SamplingParams, user: str | None) -> ChatRequest:
     _refuse_unsupported(wire)
     refuse_unrecognized(wire, handled=_HANDLED)
-    if wire.cache_control is not None:
-        refuse_unrecognized(wire.cache_control, prefix="cache_control.")
+    _check_cache_control(wire.cache_control, "cache_control")
     _check_thinking(wire.thinking, sampling.max_tokens)
     tools = tuple(_tool(tool, i) for i, tool in enumerate(wire.tools or ()))
     choice, parallel = _tool_choice(wire.tool_choice, tools)
@@ -199,6 +215,12 @@ def _refuse_unsupported(wire: CountBody) -> None:
     extra = wire.model_extra or {}
     if extra.get("mcp_servers"):
         raise Unsupported("MCP servers are not supported by this server.", param="mcp_servers")
+
+
+def _check_cache_control(cache_control: WireCacheControl | None, param: str) -> None:
+    """Its type and ttl are checked by the wire model; a key it does not declare is refused."""
+    if cache_control is not None:
+        refuse_unrecognized(cache_control, prefix=f"{param}.")
 
 
 def _output_format(wire: CountBody) -> OutputFormat | None:
@@ -238,6 +260,7 @@ def _tool(tool: WireTool, index: int) -> ToolSpec:
         param = f"tools[{index}].input_schema"
         raise InvalidRequest(f"Missing required parameter: '{param}'.", param=param)
     parameters = tool_parameters(tool.input_schema, f"tools[{index}].input_schema")
+    _check_cache_control(tool.cache_control, f"tools[{index}].cache_control")
     return ToolSpec(name=tool.name, description=tool.description, parameters=parameters)
 
 
@@ -278,6 +301,12 @@ def _check(block: Block, param: str, allowed: Sequence[str], where: str) -> None
     for field in _REQUIRED[block.type]:
         if getattr(block, field) is None:
             raise InvalidRequest(f"Missing required parameter: '{param}.{field}'.", param=f"{param}.{field}")
+    taken = {"type", *_REQUIRED[block.type], *_OPTIONAL.get(block.type, ())}
+    for field in Block.model_fields:
+        if field not in taken and getattr(block, field) is not None:
+            message = f"Unrecognized parameter: '{param}.{field}'; a '{block.type}' block has no such field."
+            raise InvalidRequest(message, param=f"{param}.{field}")
+    _check_cache_control(block.cache_control, f"{param}.cache_control")
 
 
 def _assistant(blocks: Sequence[Block]) -> Message:
@@ -314,7 +343,9 @@ def _piece(block: Block, param: str) -> str | ImageInput:
     if block.type != "image" or source is None:  # an image's source is checked present (`_REQUIRED`)
         return checked_text(block.text or "", f"{param}.text")
     if source.type not in ("base64", "url"):
-        raise Unsupported(f"Image source type '{source.type}' is not supported; base64 and url are.", param=f"{param}.source.type")
+        raise Unsupported(
+            f"Image source type '{source.type}' is not supported; base64 and url are.", param=f"{param}.source.type"
+        )
     field = "data" if source.type == "base64" else "url"
     value = source.data if source.type == "base64" else source.url
     if value is None:
@@ -327,7 +358,9 @@ def _result(block: Block, param: str) -> str:
     if isinstance(content, list):
         for k, part in enumerate(content):
             _check(part, f"{param}.content[{k}]", ("text",), "tool result")
-        content = "\n".join(checked_text(part.text or "", f"{param}.content[{k}].text") for k, part in enumerate(content))
+        content = "\n".join(
+            checked_text(part.text or "", f"{param}.content[{k}].text") for k, part in enumerate(content)
+        )
     content = checked_text(content, f"{param}.content")
     return f"Error: {content}" if block.is_error else content
 

@@ -122,6 +122,108 @@ INVALID = [
     pytest.param(
         body(cache_control={"type": "ephemeral", "scope": "global"}), "cache_control.scope", id="cache-control-unknown"
     ),
+    pytest.param(
+        user({"type": "text", "text": "hi", "cache_control": {"type": "persistent"}}),
+        "messages[0].content[0].cache_control.type",
+        id="block-cache-control-type",
+    ),
+    pytest.param(
+        user({"type": "text", "text": "hi", "cache_control": {"type": "ephemeral", "ttl": "2h"}}),
+        "messages[0].content[0].cache_control.ttl",
+        id="block-cache-control-ttl",
+    ),
+    pytest.param(
+        user({"type": "text", "text": "hi", "cache_control": {"type": "ephemeral", "scope": "global"}}),
+        "messages[0].content[0].cache_control.scope",
+        id="block-cache-control-unknown",
+    ),
+    pytest.param(
+        user({"type": "text", "text": "hi", "cache_control": "ephemeral"}),
+        "messages[0].content[0].cache_control",
+        id="block-cache-control-str",
+    ),
+    pytest.param(
+        body(system=[{"type": "text", "text": "s", "cache_control": {"type": "lasting"}}]),
+        "system[0].cache_control.type",
+        id="system-cache-control-type",
+    ),
+    pytest.param(
+        body(tools=[{**TOOL, "cache_control": {"type": "bogus"}}]),
+        "tools[0].cache_control.type",
+        id="tool-cache-control",
+    ),
+    pytest.param(
+        body(tools=[{**TOOL, "cache_control": {"type": "ephemeral", "scope": "g"}}]),
+        "tools[0].cache_control.scope",
+        id="tool-cache-control-unknown",
+    ),
+    pytest.param(
+        user({"type": "tool_result", "tool_use_id": "t", "cache_control": {"type": "bogus"}}),
+        "messages[0].content[0].cache_control.type",
+        id="tool-result-cache-control",
+    ),
+    pytest.param(
+        user(
+            {
+                "type": "tool_result",
+                "tool_use_id": "t",
+                "content": [{"type": "text", "text": "ok", "cache_control": {}}],
+            }
+        ),
+        "messages[0].content[0].content[0].cache_control.type",
+        id="tool-result-text-cache-control",
+    ),
+    pytest.param(
+        user({"type": "image", "source": {"type": "url", "url": "https://x/a.png"}, "cache_control": {"type": "x"}}),
+        "messages[0].content[0].cache_control.type",
+        id="image-cache-control",
+    ),
+    pytest.param(
+        body(
+            messages=[
+                *USER,
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "tool_use", "id": "t", "name": "f", "input": {}, "cache_control": {"type": "x"}}
+                    ],
+                },
+            ]
+        ),
+        "messages[1].content[0].cache_control.type",
+        id="tool-use-cache-control",
+    ),
+    pytest.param(
+        body(
+            messages=[
+                *USER,
+                {
+                    "role": "assistant",
+                    "content": [{"type": "thinking", "thinking": "t", "cache_control": {"type": "ephemeral"}}],
+                },
+            ]
+        ),
+        "messages[1].content[0].cache_control",
+        id="thinking-cache-control",
+    ),
+    pytest.param(
+        user({"type": "text", "text": "hi", "is_error": True}), "messages[0].content[0].is_error", id="text-is-error"
+    ),
+    pytest.param(
+        user({"type": "tool_result", "tool_use_id": "t", "text": "ok"}),
+        "messages[0].content[0].text",
+        id="tool-result-text",
+    ),
+    pytest.param(
+        user({"type": "image", "source": {"type": "url", "url": "https://x/a.png"}, "text": "a cat"}),
+        "messages[0].content[0].text",
+        id="image-text",
+    ),
+    pytest.param(
+        body(messages=[*USER, {"role": "assistant", "content": [{"type": "text", "text": "a", "id": "t"}]}]),
+        "messages[1].content[0].id",
+        id="text-id",
+    ),
 ]
 
 UNSUPPORTED = [
@@ -178,6 +280,38 @@ def test_tool_choice(choice: dict[str, Any] | None, expected: str, parallel: boo
     extra = {} if choice is None else {"tool_choice": choice}
     request = anthropic_messages.parse(body(tools=[TOOL], **extra)).request
     assert (request.tool_choice, request.parallel_tool_calls) == (expected, parallel)
+
+
+def test_cache_control_is_taken_wherever_anthropic_takes_it() -> None:
+    """Every prefix is cached anyway: a breakpoint on a block or tool changes nothing the core gets."""
+    cache = {"type": "ephemeral", "ttl": "1h"}
+    marked = body(
+        system=[{"type": "text", "text": "s", "cache_control": cache}],
+        tools=[{**TOOL, "cache_control": cache}],
+        messages=[
+            {"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": cache}]},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}, "cache_control": cache}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t",
+                        "cache_control": cache,
+                        "content": [{"type": "text", "text": "ok", "cache_control": cache}],
+                    },
+                    {"type": "image", "source": {"type": "url", "url": "https://x/a.png"}, "cache_control": cache},
+                ],
+            },
+        ],
+    )
+    plain = json.loads(json.dumps(marked).replace(', "cache_control": {"type": "ephemeral", "ttl": "1h"}', ""))
+    assert "cache_control" not in json.dumps(plain)
+    parsed = anthropic_messages.parse(marked)
+    assert parsed.request == anthropic_messages.parse(plain).request and parsed.options is None
 
 
 def test_count_tokens_needs_no_max_tokens_and_never_streams() -> None:
