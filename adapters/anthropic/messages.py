@@ -31,7 +31,7 @@ from asgi_llm.core import (
 
 from ..base import CountRoute, GenerateRoute, Meta, Parsed, Route, refuse_unrecognized, validate
 from ..images import base64_image, checked_text, joined, url_image
-from ..json_output import json_schema, tool_parameters
+from ..json_output import json_schema, tool_names, tool_parameters
 from .stream import AutoCache, MessageStream, fold_message
 
 __all__ = [
@@ -191,6 +191,7 @@ def _request(wire: CountBody, sampling: SamplingParams, user: str | None) -> Cha
     _check_cache_control(wire.cache_control, "cache_control")
     _check_thinking(wire.thinking, sampling.max_tokens)
     tools = tuple(_tool(tool, i) for i, tool in enumerate(wire.tools or ()))
+    tool_names([tool.name for tool in tools], lambda i: f"tools[{i}].name")
     choice, parallel = _tool_choice(wire.tool_choice, tools)
     turns = [m for i, turn in enumerate(wire.messages) for m in _turn(turn, i)]
     return ChatRequest(
@@ -206,8 +207,9 @@ def _request(wire: CountBody, sampling: SamplingParams, user: str | None) -> Cha
 
 
 _HANDLED = ("mcp_servers", "service_tier")
-"""Extras checked below; `service_tier` needs nothing done: there is one tier, and any answer
-is a standard one."""
+"""Extras checked below. Either `service_tier` is honoured as it stands: there is one tier, and
+every answer is a standard one (`standard_only` asks for nothing else, `auto` allows it)."""
+_SERVICE_TIERS = ("auto", "standard_only")
 
 
 def _refuse_unsupported(wire: CountBody) -> None:
@@ -215,6 +217,11 @@ def _refuse_unsupported(wire: CountBody) -> None:
     extra = wire.model_extra or {}
     if extra.get("mcp_servers"):
         raise Unsupported("MCP servers are not supported by this server.", param="mcp_servers")
+    tier = extra.get("service_tier")
+    if tier is not None and tier not in _SERVICE_TIERS:
+        raise InvalidRequest(
+            f"Invalid value for 'service_tier': {tier!r}; expected 'auto' or 'standard_only'.", param="service_tier"
+        )
 
 
 def _check_cache_control(cache_control: WireCacheControl | None, param: str) -> None:
@@ -243,9 +250,11 @@ def _reasoning(thinking: WireThinking | None) -> Reasoning | None:
 
 def _check_thinking(thinking: WireThinking | None, max_tokens: int | None) -> None:
     """Anthropic's rules for a thinking budget, so clients learn early what Anthropic says."""
-    if thinking is None or thinking.type != "enabled":
-        return
     param = "thinking.budget_tokens"
+    if thinking is None or thinking.type != "enabled":
+        if thinking is not None and thinking.budget_tokens is not None:
+            raise InvalidRequest(f"'{param}' is only taken with thinking type 'enabled'.", param=param)
+        return
     if thinking.budget_tokens is None:
         raise InvalidRequest(f"Missing required parameter: '{param}'.", param=param)
     if max_tokens is not None and thinking.budget_tokens >= max_tokens:
@@ -265,8 +274,19 @@ def _tool(tool: WireTool, index: int) -> ToolSpec:
 
 
 def _tool_choice(choice: WireToolChoice | None, tools: Sequence[ToolSpec]) -> tuple[ToolChoice, bool]:
+    """`auto` and `none` hold with no tools (no call can be made); `any` and `tool` need one,
+    as Anthropic says; a `name` goes with `tool` only, and `none` takes no parallel switch."""
     if choice is None:
         return "auto", True
+    if not tools and choice.type in ("any", "tool"):
+        message = f"'tool_choice' of type '{choice.type}' may only be given with 'tools'."
+        raise InvalidRequest(message, param="tool_choice")
+    if choice.name is not None and choice.type != "tool":
+        message = f"'tool_choice.name' is only taken with type 'tool', not '{choice.type}'."
+        raise InvalidRequest(message, param="tool_choice.name")
+    if choice.disable_parallel_tool_use is not None and choice.type == "none":
+        param = "tool_choice.disable_parallel_tool_use"
+        raise InvalidRequest(f"'{param}' is not taken with type 'none': no tool is called.", param=param)
     parallel = not choice.disable_parallel_tool_use
     if choice.type != "tool":
         return _TOOL_CHOICES[choice.type], parallel

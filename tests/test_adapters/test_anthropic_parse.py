@@ -224,6 +224,34 @@ INVALID = [
         "messages[1].content[0].id",
         id="text-id",
     ),
+    pytest.param(body(tool_choice={"type": "any"}), "tool_choice", id="tool-choice-any-without-tools"),
+    pytest.param(body(tools=[], tool_choice={"type": "any"}), "tool_choice", id="tool-choice-any-empty-tools"),
+    pytest.param(body(tool_choice={"type": "tool", "name": "f"}), "tool_choice", id="tool-choice-tool-without-tools"),
+    pytest.param(
+        body(tools=[TOOL], tool_choice={"type": "auto", "name": "f"}),
+        "tool_choice.name",
+        id="tool-choice-name-with-auto",
+    ),
+    pytest.param(
+        body(tools=[TOOL], tool_choice={"type": "none", "disable_parallel_tool_use": True}),
+        "tool_choice.disable_parallel_tool_use",
+        id="tool-choice-none-parallel",
+    ),
+    pytest.param(
+        body(thinking={"type": "disabled", "budget_tokens": 2048}),
+        "thinking.budget_tokens",
+        id="thinking-disabled-budget",
+    ),
+    pytest.param(
+        body(thinking={"type": "adaptive", "budget_tokens": 2048}),
+        "thinking.budget_tokens",
+        id="thinking-adaptive-budget",
+    ),
+    pytest.param(body(service_tier="bogus"), "service_tier", id="service-tier"),
+    pytest.param(body(service_tier=1), "service_tier", id="service-tier-int"),
+    pytest.param(body(tools=[TOOL, TOOL]), "tools[1].name", id="tool-name-twice"),
+    pytest.param(body(tools=[{**TOOL, "name": "bad name!"}]), "tools[0].name", id="tool-name-pattern"),
+    pytest.param(body(tools=[{**TOOL, "name": "f" * 65}]), "tools[0].name", id="tool-name-too-long"),
 ]
 
 UNSUPPORTED = [
@@ -280,6 +308,23 @@ def test_tool_choice(choice: dict[str, Any] | None, expected: str, parallel: boo
     extra = {} if choice is None else {"tool_choice": choice}
     request = anthropic_messages.parse(body(tools=[TOOL], **extra)).request
     assert (request.tool_choice, request.parallel_tool_calls) == (expected, parallel)
+
+
+@pytest.mark.parametrize("choice", [{"type": "auto"}, {"type": "none"}])
+def test_tool_choice_auto_or_none_holds_without_tools(choice: dict[str, Any]) -> None:
+    """No tool can be called either way: the choice is honoured as it stands."""
+    request = anthropic_messages.parse(body(tool_choice=choice)).request
+    assert (request.tools, request.tool_choice) == ((), choice["type"])
+
+
+@pytest.mark.parametrize("tier", ["auto", "standard_only"])
+def test_either_service_tier_is_served_by_the_one_standard_tier(tier: str) -> None:
+    assert anthropic_messages.parse(body(service_tier=tier)).request == anthropic_messages.parse(body()).request
+
+
+def test_tool_names_may_use_every_allowed_character() -> None:
+    tools = [{**TOOL, "name": "get_weather-2"}, {**TOOL, "name": "F" * 64}]
+    assert [t.name for t in anthropic_messages.parse(body(tools=tools)).request.tools] == ["get_weather-2", "F" * 64]
 
 
 def test_cache_control_is_taken_wherever_anthropic_takes_it() -> None:
