@@ -187,6 +187,45 @@ def test_missing_max_tokens_is_400(server) -> None:
     assert error["type"] == "invalid_request_error" and "max_tokens" in error["message"]
 
 
+TOOL = {"name": "f", "input_schema": {"type": "object"}}
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        (
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [{"type": "text", "text": "hi", "cache_control": {"type": "persistent"}}],
+                    }
+                ]
+            },
+            "messages[0].content[0].cache_control.type",
+        ),
+        ({"tools": [{**TOOL, "cache_control": {"type": "bogus"}}]}, "tools[0].cache_control.type"),
+        ({"tool_choice": {"type": "any"}}, "tool_choice"),
+        ({"service_tier": "bogus"}, "service_tier"),
+        ({"tools": [TOOL, TOOL]}, "tools[1].name"),
+        ({"tools": [{**TOOL, "name": "bad name!"}]}, "tools[0].name"),
+    ],
+    ids=[
+        "block-cache-control",
+        "tool-cache-control",
+        "tool-choice-without-tools",
+        "service-tier",
+        "name-twice",
+        "name",
+    ],
+)
+def test_a_field_that_cannot_be_honoured_is_a_400_naming_it(server, fields: dict[str, object], param: str) -> None:
+    payload = {"model": MODEL, "max_tokens": 8, "messages": [{"role": "user", "content": "Hi"}], **fields}
+    headers = {"anthropic-version": "2023-06-01"}
+    error = _error(httpx.post(f"{server.url}/v1/messages", json=payload, headers=headers, timeout=30), 400)
+    assert error["type"] == "invalid_request_error" and param in error["message"]
+
+
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 
 
