@@ -170,6 +170,8 @@ class ChatRequest:
     prompt_size_first: bool = False
     """The stream opens with the prompt's size (Anthropic's `message_start`): an engine that
     learns it only at the end (an upstream) finds it out first, or holds its events until then."""
+    prompt_param: str = "messages"
+    """The request field the prompt came from (Responses' `input`), for a refusal that names it."""
 
 
 @dataclass(frozen=True)

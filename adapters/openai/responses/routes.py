@@ -179,6 +179,7 @@ def _parse(wire: _Body, model: str) -> Parsed[ChatRequest, ResponsesOptions]:
         tool_choice=_tool_choice(wire.tool_choice, {s.name for s in specs}),
         parallel_tool_calls=wire.parallel_tool_calls is not False and wire.max_tool_calls != 1,
         reasoning=effort_reasoning(wire.reasoning.effort if wire.reasoning else None, "reasoning.effort"),
+        prompt_param="input",
     )
     store = wire.store is not False
     options = ResponsesOptions(

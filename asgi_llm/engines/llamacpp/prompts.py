@@ -138,12 +138,13 @@ class Prompts:
             raise self.overflow(tokens.tokens if tokens.exact else f"at least {tokens.tokens}", request)
         return tokens
 
-    def overflow(self, needs: int | str, request: GenerationRequest) -> ContextOverflow:
+    def overflow(self, needs: int | str, request: GenerationRequest, param: str | None = None) -> ContextOverflow:
+        """The prompt (or, with `param`, the output asked for) does not fit the context."""
         limit = request.sampling.max_tokens
         asked = f" and {limit} for the output" if limit is not None else ""
         return ContextOverflow(
             f"This model's maximum context length is {self.context_length} tokens; the prompt needs {needs}{asked}.",
-            param="messages" if isinstance(request, ChatRequest) else "prompt",
+            param=param or (request.prompt_param if isinstance(request, ChatRequest) else "prompt"),
         )
 
     def checked_ids(self, ids: Sequence[int], param: str) -> list[int]:
@@ -169,8 +170,10 @@ class Prompts:
         if not tokens:
             raise InvalidRequest("The prompt is empty.", param="prompt")
         limit = request.sampling.max_tokens
-        if len(tokens) >= self.context_length or (limit is not None and len(tokens) + limit > self.context_length):
+        if len(tokens) >= self.context_length:
             raise self.overflow(len(tokens), request)
+        if limit is not None and len(tokens) + limit > self.context_length:  # the prompt fits, its output not
+            raise self.overflow(len(tokens), request, param=request.sampling.max_tokens_param)
 
     def limit(self, prompt: list[int], params: SamplingParams) -> int:
         """The tokens an output after `prompt` may take."""
