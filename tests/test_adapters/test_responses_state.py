@@ -16,6 +16,7 @@ from asgi_llm.core import (
     ChatRequest,
     Finish,
     GenerationEvent,
+    InvalidRequest,
     Message,
     TextDelta,
     ToolCall,
@@ -213,3 +214,89 @@ def test_routes_do_not_shadow_each_other(method: str, path: str, expected: int, 
     routes = openai_responses.ROUTES
     match = Router([(r.path, r.methods, r, None) for r in routes]).match(path, method)
     assert match is not None and match.target is routes[expected] and match.params == params
+
+
+async def _listing(store: DictStore, **query: str) -> dict[str, Any]:
+    ctx = InfoContext(catalog=(), params={"response_id": "resp_two"}, headers={}, query=query)
+    status, body = await _route("/responses/{response_id}/input_items", "GET").handle(ctx, store)
+    assert status == 200
+    return body  # type: ignore[no-any-return]
+
+
+async def _five_items() -> tuple[DictStore, list[str]]:
+    """resp_two's conversation: Hi, Hello, Again, Hi again, More (oldest first), and their ids."""
+    store = DictStore()
+    await _turn(store, "one", {"input": "Hi"}, [TextDelta("Hello"), _finish()])
+    await _turn(
+        store,
+        "two",
+        {
+            "input": [
+                {"role": "user", "content": "Again"},
+                {"role": "assistant", "content": "Hi again"},
+                {"role": "user", "content": "More"},
+            ],
+            "previous_response_id": "resp_one",
+        },
+        [TextDelta("Ok"), _finish()],
+    )
+    return store, [item["id"] for item in store.data["resp_two"]["input_items"]]
+
+
+async def test_input_items_pages_in_either_order(spec_validate: SpecValidate) -> None:
+    store, ids = await _five_items()
+    assert len(ids) == 5 and len(set(ids)) == 5
+
+    page = await _listing(store, limit="2")
+    spec_validate(page, "ResponseItemList")
+    assert [i["id"] for i in page["data"]] == ids[::-1][:2]
+    assert (page["first_id"], page["last_id"], page["has_more"]) == (ids[4], ids[3], True)
+
+    page = await _listing(store, limit="2", after=page["last_id"])
+    assert [i["id"] for i in page["data"]] == [ids[2], ids[1]] and page["has_more"]
+    page = await _listing(store, limit="2", after=page["last_id"])
+    assert [i["id"] for i in page["data"]] == [ids[0]] and not page["has_more"]
+
+    page = await _listing(store, order="asc", limit="3", after=ids[0])
+    assert [i["id"] for i in page["data"]] == ids[1:4]
+    assert (page["first_id"], page["last_id"], page["has_more"]) == (ids[1], ids[3], True)
+    page = await _listing(store, order="asc", limit="100")
+    assert [i["id"] for i in page["data"]] == ids and not page["has_more"]
+
+
+async def test_input_items_default_to_twenty_newest_first() -> None:
+    store = DictStore()
+    await _turn(store, "two", {"input": [{"role": "user", "content": str(i)} for i in range(25)]}, [_finish()])
+    page = await _listing(store)
+    assert [i["content"][0]["text"] for i in page["data"]] == [str(i) for i in range(24, 4, -1)]
+    assert page["has_more"]
+
+
+@pytest.mark.parametrize(
+    ("query", "param"),
+    [
+        ({"order": "newest"}, "order"),
+        ({"limit": "0"}, "limit"),
+        ({"limit": "101"}, "limit"),
+        ({"limit": "ten"}, "limit"),
+        ({"limit": "-1"}, "limit"),
+        ({"after": "msg_nope"}, "after"),
+        ({"include[]": "message.output_text.logprobs"}, "include[]"),
+        ({"include": "message.input_image.image_url"}, "include"),
+    ],
+)
+async def test_bad_input_items_queries_are_400(query: dict[str, str], param: str) -> None:
+    store, _ = await _five_items()
+    ctx = InfoContext(catalog=(), params={"response_id": "resp_two"}, headers={}, query=query)
+    with pytest.raises(InvalidRequest) as caught:
+        await _route("/responses/{response_id}/input_items", "GET").handle(ctx, store)
+    assert (caught.value.param, caught.value.status) == (param, 400)
+
+
+async def test_retrieve_refuses_include() -> None:
+    store, _ = await _five_items()
+    query = {"include[]": "message.output_text.logprobs"}
+    ctx = InfoContext(catalog=(), params={"response_id": "resp_two"}, headers={}, query=query)
+    with pytest.raises(InvalidRequest) as caught:
+        await _route("/responses/{response_id}", "GET").handle(ctx, store)
+    assert (caught.value.param, caught.value.status) == ("include[]", 400)

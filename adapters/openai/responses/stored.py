@@ -28,8 +28,19 @@ async def _stored(ctx: InfoContext, store: StateStore) -> dict[str, Any]:
     return stored
 
 
+def _refuse_include(ctx: InfoContext) -> None:
+    """`include` asks for more of what is stored than it holds: a stored response already holds
+    its logprobs where its request asked for them, and nothing else can be added."""
+    for name in ("include", "include[]"):
+        if name in ctx.query:
+            raise InvalidRequest(
+                "'include' is not supported here: a stored response holds what its request included.", param=name
+            )
+
+
 async def retrieve(ctx: InfoContext, store: StateStore) -> Reply:
     """The stored object; with `stream=true`, a background response's events after `starting_after`."""
+    _refuse_include(ctx)
     stored = await _stored(ctx, store)
     if ctx.query.get("stream", "false").lower() != "true":
         return 200, stored["response"]
@@ -62,10 +73,32 @@ async def cancel(ctx: InfoContext, store: StateStore) -> Reply:
 
 
 async def input_items(ctx: InfoContext, store: StateStore) -> Reply:
-    """Newest first, the API's default order, on one page."""
-    items = list(reversed((await _stored(ctx, store))["input_items"]))
-    first, last = (items[0]["id"], items[-1]["id"]) if items else (None, None)
-    return 200, {"object": "list", "data": items, "first_id": first, "last_id": last, "has_more": False}
+    """One page of the conversation's items: in `order` (newest first unless `asc`), those
+    after the item `after`, at most `limit` (20 unless given, 1 to 100)."""
+    _refuse_include(ctx)
+    order = ctx.query.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise InvalidRequest(f"Invalid value for 'order': '{order}'; expected 'asc' or 'desc'.", param="order")
+    limit = _limit(ctx.query.get("limit", "20"))
+    items = (await _stored(ctx, store))["input_items"]
+    if order == "desc":
+        items = list(reversed(items))
+    after = ctx.query.get("after")
+    if after is not None:
+        ids = [item["id"] for item in items]
+        if after not in ids:
+            raise InvalidRequest(f"Invalid value for 'after': no input item with id '{after}'.", param="after")
+        items = items[ids.index(after) + 1 :]
+    page = items[:limit]
+    first, last = (page[0]["id"], page[-1]["id"]) if page else (None, None)
+    return 200, {"object": "list", "data": page, "first_id": first, "last_id": last, "has_more": len(items) > limit}
+
+
+def _limit(raw: str) -> int:
+    limit = int(raw) if raw.isascii() and raw.isdecimal() else 0
+    if not 1 <= limit <= 100:
+        raise InvalidRequest(f"Invalid value for 'limit': '{raw}'; expected an integer from 1 to 100.", param="limit")
+    return limit
 
 
 async def delete(ctx: InfoContext, store: StateStore) -> Reply:
