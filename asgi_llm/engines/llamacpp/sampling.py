@@ -96,13 +96,9 @@ def _top_entry(model: Model, token: int, value: float) -> TopLogprob:
 
 
 def _seed(params: SamplingParams, index: int) -> int:
-    """Choice `index`'s seed: the request's plus the index, so choices differ but repeat. llama.cpp
-    takes 32 bits and a request gives 64 (OpenAI's int64): the high half, times Knuth's
-    multiplicative-hash constant, is XORed into the low half, so a seed below 2**32 is itself and
-    seeds that differ only in their high bits (1 and 2**32 + 1) do not meet."""
-    if params.seed is None:
-        return random.getrandbits(32)
-    seed = (params.seed + index) % 2**64  # a negative int64 as its two's complement
+    """Choice `index`'s seed: the request's plus the index, so choices differ but repeat; an int64
+    folded to llama.cpp's 32 bits, its high half (times Knuth's constant) XORed into the low one."""
+    seed = (params.seed + index) % 2**64 if params.seed is not None else random.getrandbits(32)
     return (seed ^ (seed >> 32) * 0x9E3779B1) & 0xFFFFFFFF
 
 
