@@ -17,6 +17,7 @@ from ..json_output import tool_parameters
 from .common import (
     Clock,
     GenerateFields,
+    Started,
     Wire,
     context_need,
     keep_alive_seconds,
@@ -65,7 +66,8 @@ class ChatBody(GenerateFields):
     tools: list[WireTool] | None = None
 
 
-def parse(body: Any) -> Parsed[ChatRequest, None]:
+def parse(body: Any, clock: Clock = time.perf_counter_ns) -> Parsed[ChatRequest, Started]:
+    started = Started.now(clock)
     wire = validate(ChatBody, body)
     refuse_unrecognized(wire)
     request = ChatRequest(
@@ -81,7 +83,9 @@ def parse(body: Any) -> Parsed[ChatRequest, None]:
     # No messages is Ollama's "load the model" call (with `keep_alive: 0`, "unload" it).
     keep_alive = keep_alive_seconds(wire.keep_alive)
     need = context_need(wire.options)
-    return Parsed(request, None, stream=wire.stream, keep_alive=keep_alive, load_only=not wire.messages, needs_context=need)
+    return Parsed(
+        request, started, stream=wire.stream, keep_alive=keep_alive, load_only=not wire.messages, needs_context=need
+    )
 
 
 def _messages(wire: Sequence[WireMessage]) -> tuple[Message, ...]:
@@ -89,7 +93,10 @@ def _messages(wire: Sequence[WireMessage]) -> tuple[Message, ...]:
     unanswered: list[ToolCall] = []
     out = []
     for i, m in enumerate(wire):
-        content, images = with_images(checked_text(m.content or "", f"messages[{i}].content"), m.images, f"messages[{i}]")
+        _refuse_misplaced(m, f"messages[{i}]")
+        content, images = with_images(
+            checked_text(m.content or "", f"messages[{i}].content"), m.images, f"messages[{i}]"
+        )
         if images and m.role != "user":
             raise Unsupported("Images belong in a user's message.", param=f"messages[{i}].images")
         calls = tuple(
@@ -113,6 +120,21 @@ def _messages(wire: Sequence[WireMessage]) -> tuple[Message, ...]:
     return tuple(out)
 
 
+def _refuse_misplaced(m: WireMessage, where: str) -> None:
+    """A field on a role nothing reads it on (thinking on a user's turn, a tool's name on an
+    assistant's...) is refused, naming it, never dropped."""
+    owners = (
+        ("thinking", m.thinking, "assistant"),
+        ("tool_calls", m.tool_calls, "assistant"),
+        ("tool_name", m.tool_name, "tool"),
+        ("tool_call_id", m.tool_call_id, "tool"),
+    )
+    for field, value, role in owners:
+        if value and m.role != role:
+            param = f"{where}.{field}"
+            raise Unsupported(f"'{param}' belongs in a message of role '{role}', not '{m.role}'.", param=param)
+
+
 def _answer(unanswered: list[ToolCall], name: str | None) -> str | None:
     """The id of the earliest unanswered call to `name` (to any, if the result names none)."""
     for k, call in enumerate(unanswered):
@@ -131,7 +153,10 @@ def fields(delta: Delta) -> dict[str, Any]:
 
 
 def render(
-    parsed: Parsed[ChatRequest, None], meta: Meta, events: Sequence[GenerationEvent], now_ns: Clock = time.time_ns
+    parsed: Parsed[ChatRequest, Started],
+    meta: Meta,
+    events: Sequence[GenerationEvent],
+    now_ns: Clock = time.perf_counter_ns,
 ) -> dict[str, Any]:
     return render_reply(parsed, meta, events, fields, now_ns)
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, TypedDict
 
@@ -20,7 +22,7 @@ from asgi_llm.core import (
     SamplingParams,
 )
 
-from ..base import ContextNeed, Meta, Reply, refuse_unrecognized, stream_json
+from ..base import ContextNeed, Reply, refuse_unrecognized, stream_json
 from ..images import base64_image
 from ..json_output import json_object, json_schema
 
@@ -29,11 +31,12 @@ __all__ = [
     "Clock",
     "Durations",
     "GenerateFields",
+    "Started",
     "Wire",
     "WireOptions",
     "context_need",
     "done_reason",
-    "estimated_durations",
+    "durations_since",
     "keep_alive_seconds",
     "model_name",
     "ndjson",
@@ -48,6 +51,20 @@ __all__ = [
 
 NDJSON = "application/x-ndjson"
 Clock = Callable[[], int]
+"""Nanoseconds on one monotonic clock (`time.perf_counter_ns`): a reply's durations are differences of two."""
+
+
+@dataclass(frozen=True)
+class Started:
+    """An Ollama request's wire-only option: when it began (its parse, as the body is read), on
+    the `Clock`; every duration its reply reports counts from here, as Ollama's do from its
+    handler's start."""
+
+    ns: int
+
+    @classmethod
+    def now(cls, clock: Clock = time.perf_counter_ns) -> Started:
+        return cls(clock())
 
 
 class Wire(BaseModel):
@@ -184,8 +201,9 @@ def sampling(
 
 
 def output_format(fmt: str | dict[str, Any] | None) -> OutputFormat | None:
-    """`"json"` (any JSON object, as Ollama's own grammar has it) or a JSON schema; empty means none."""
-    if not fmt:
+    """`"json"` (any JSON object, as Ollama's own grammar has it) or a JSON schema; `""` means
+    none. `{}` is a schema like any other, as Ollama reads it: any JSON value, constrained."""
+    if fmt is None or fmt == "":
         return None
     if fmt == "json":
         return json_object("format")
@@ -215,10 +233,20 @@ def keep_alive_seconds(value: float | str | None) -> float | None:
     return sign * sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
 
 
-def estimated_durations(meta: Meta, now_ns: Clock) -> Durations:
-    """Durations for a whole-body reply, from what `Meta` knows (whole seconds at the start)."""
-    total = max(0, now_ns() - meta.created * 1_000_000_000)
-    return {"total_duration": total, "load_duration": 0, "prompt_eval_duration": 0, "eval_duration": total}
+def durations_since(
+    started: Started, end_ns: int, first_ns: int | None = None, last_ns: int | None = None
+) -> Durations:
+    """A reply's durations, all on `Started`'s clock: the total from the request's start to
+    `end_ns`; with the instants its first and last events came, the prompt's evaluation (start
+    to first: a wait for the model counts in it) and the output's (first to last). A whole-body
+    reply sees its events only once all are made, so its whole time counts as evaluation. No
+    load is timed apart: `load_duration` is 0."""
+    total = max(0, end_ns - started.ns)
+    if first_ns is None:
+        return {"total_duration": total, "load_duration": 0, "prompt_eval_duration": 0, "eval_duration": total}
+    prompt = min(total, max(0, first_ns - started.ns))
+    output = max(0, (end_ns if last_ns is None else last_ns) - first_ns)
+    return {"total_duration": total, "load_duration": 0, "prompt_eval_duration": prompt, "eval_duration": output}
 
 
 def done_reason(reason: FinishReason | None) -> str:

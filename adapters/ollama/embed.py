@@ -9,10 +9,19 @@ from pydantic import Field
 
 from asgi_llm.core import EmbeddingRequest, EmbeddingResult, InvalidRequest, Unsupported
 
-from ..base import EmbedRoute, Meta, Parsed, refuse_unrecognized, validate
-from .common import Clock, Wire, WireOptions, context_need, estimated_durations, keep_alive_seconds, model_name
+from ..base import ContextNeed, EmbedRoute, Meta, Parsed, refuse_unrecognized, validate
+from .common import (
+    Clock,
+    Started,
+    Wire,
+    WireOptions,
+    context_need,
+    durations_since,
+    keep_alive_seconds,
+    model_name,
+)
 
-__all__ = ["ROUTES", "parse_embed", "parse_embeddings", "render_embed", "render_embeddings"]
+__all__ = ["ROUTES", "embedding_options", "parse_embed", "parse_embeddings", "render_embed", "render_embeddings"]
 
 
 class EmbedBody(Wire):
@@ -31,15 +40,23 @@ class EmbeddingsBody(Wire):
     keep_alive: float | str | None = None
 
 
-def parse_embed(body: Any) -> Parsed[EmbeddingRequest, None]:
-    """An empty `input` is Ollama's way to load the model: it answers with no embeddings."""
-    wire = validate(EmbedBody, body)
-    refuse_unrecognized(wire)
-    given = wire.options.model_dump(exclude_none=True) if wire.options is not None else {}
+def embedding_options(options: WireOptions | None) -> ContextNeed | None:
+    """Of the runtime `options`, embeddings read `num_ctx` alone (the context the model must
+    have); any other is refused, naming it, for it would change nothing."""
+    given = options.model_dump(exclude_none=True) if options is not None else {}
     given.pop("num_ctx", None)
     if given:
         param = f"options.{next(iter(given))}"
         raise Unsupported(f"'{param}': embeddings take no sampling options.", param=param)
+    return context_need(options)
+
+
+def parse_embed(body: Any, clock: Clock = time.perf_counter_ns) -> Parsed[EmbeddingRequest, Started]:
+    """An empty `input` is Ollama's way to load the model: it answers with no embeddings."""
+    started = Started.now(clock)
+    wire = validate(EmbedBody, body)
+    refuse_unrecognized(wire)
+    need = embedding_options(wire.options)
     if isinstance(wire.input, str):
         inputs: tuple[str, ...] = (wire.input,) if wire.input else ()
     else:
@@ -51,14 +68,13 @@ def parse_embed(body: Any) -> Parsed[EmbeddingRequest, None]:
     request = EmbeddingRequest(
         model=model_name(wire.model), inputs=inputs, truncate=wire.truncate, dimensions=dimensions
     )
-    need = context_need(wire.options)
-    return Parsed(request, None, keep_alive=keep_alive_seconds(wire.keep_alive), needs_context=need)
+    return Parsed(request, started, keep_alive=keep_alive_seconds(wire.keep_alive), needs_context=need)
 
 
 def render_embed(
-    parsed: Parsed[EmbeddingRequest, None], meta: Meta, result: EmbeddingResult, now_ns: Clock = time.time_ns
+    parsed: Parsed[EmbeddingRequest, Started], meta: Meta, result: EmbeddingResult, now_ns: Clock = time.perf_counter_ns
 ) -> dict[str, Any]:
-    durations = estimated_durations(meta, now_ns)
+    durations = durations_since(parsed.options, now_ns())
     return {
         "model": meta.model,
         "embeddings": [list(e.vector) for e in result.embeddings],
@@ -68,15 +84,18 @@ def render_embed(
     }
 
 
-def parse_embeddings(body: Any) -> Parsed[EmbeddingRequest, None]:
-    """The legacy form; an empty prompt (loading the model) gets an empty embedding back."""
+def parse_embeddings(body: Any, clock: Clock = time.perf_counter_ns) -> Parsed[EmbeddingRequest, Started]:
+    """The legacy form; an empty prompt (loading the model) gets an empty embedding back. Its
+    `options` follow `/api/embed`'s rules."""
+    started = Started.now(clock)
     wire = validate(EmbeddingsBody, body)
     refuse_unrecognized(wire)
+    need = embedding_options(wire.options)
     request = EmbeddingRequest(model=model_name(wire.model), inputs=(wire.prompt,) if wire.prompt else ())
-    return Parsed(request, None, keep_alive=keep_alive_seconds(wire.keep_alive))
+    return Parsed(request, started, keep_alive=keep_alive_seconds(wire.keep_alive), needs_context=need)
 
 
-def render_embeddings(parsed: Parsed[EmbeddingRequest, None], meta: Meta, result: EmbeddingResult) -> dict[str, Any]:
+def render_embeddings(parsed: Parsed[EmbeddingRequest, Started], meta: Meta, result: EmbeddingResult) -> dict[str, Any]:
     return {"embedding": list(result.embeddings[0].vector) if result.embeddings else []}
 
 

@@ -13,6 +13,7 @@ from ..images import checked_text
 from .common import (
     Clock,
     GenerateFields,
+    Started,
     context_need,
     keep_alive_seconds,
     model_name,
@@ -35,7 +36,8 @@ class GenerateBody(GenerateFields):
     images: list[str] | None = None
 
 
-def parse(body: Any) -> Parsed[GenerationRequest, None]:
+def parse(body: Any, clock: Clock = time.perf_counter_ns) -> Parsed[GenerationRequest, Started]:
+    started = Started.now(clock)
     wire = validate(GenerateBody, body)
     _refuse_unsupported(wire)
     refuse_unrecognized(wire)
@@ -45,9 +47,11 @@ def parse(body: Any) -> Parsed[GenerationRequest, None]:
     request: GenerationRequest
     if not wire.prompt and not wire.images:  # Ollama's "load the model" call (with `keep_alive: 0`, "unload" it)
         request = ChatRequest(model=model, messages=(), sampling=params)
-        return Parsed(request, None, stream=wire.stream, keep_alive=keep_alive, load_only=True)
+        return Parsed(request, started, stream=wire.stream, keep_alive=keep_alive, load_only=True)
     reasoning = think_reasoning(wire.think)
-    if wire.raw:  # the prompt is already templated; like Ollama, `system` has no place in it
+    if wire.raw:  # the prompt is already templated: what only a template places is refused
+        if wire.system:  # Ollama drops it without a word; here it is refused, never ignored
+            raise Unsupported("'system' needs the model's template; a raw prompt has none.", param="system")
         if reasoning is not None:
             raise Unsupported("'think' needs the model's template; a raw prompt has none.", param="think")
         if wire.images:
@@ -58,7 +62,7 @@ def parse(body: Any) -> Parsed[GenerationRequest, None]:
         prompt, images = with_images(checked_text(wire.prompt or "", "prompt"), wire.images, "")
         turn = (*system, Message(role="user", content=prompt, images=images))
         request = ChatRequest(model=model, messages=turn, sampling=params, reasoning=reasoning)
-    return Parsed(request, None, stream=wire.stream, keep_alive=keep_alive, needs_context=context_need(wire.options))
+    return Parsed(request, started, stream=wire.stream, keep_alive=keep_alive, needs_context=context_need(wire.options))
 
 
 def _refuse_unsupported(wire: GenerateBody) -> None:
@@ -68,7 +72,9 @@ def _refuse_unsupported(wire: GenerateBody) -> None:
     if wire.template:
         raise Unsupported("A custom 'template' is not supported; use 'raw' with a templated prompt.", param="template")
     if wire.context:
-        raise Unsupported("'context' (deprecated) is not supported; send the conversation to /api/chat.", param="context")
+        raise Unsupported(
+            "'context' (deprecated) is not supported; send the conversation to /api/chat.", param="context"
+        )
 
 
 def fields(delta: Delta) -> dict[str, Any]:
@@ -79,7 +85,10 @@ def fields(delta: Delta) -> dict[str, Any]:
 
 
 def render(
-    parsed: Parsed[GenerationRequest, None], meta: Meta, events: Sequence[GenerationEvent], now_ns: Clock = time.time_ns
+    parsed: Parsed[GenerationRequest, Started],
+    meta: Meta,
+    events: Sequence[GenerationEvent],
+    now_ns: Clock = time.perf_counter_ns,
 ) -> dict[str, Any]:
     return render_reply(parsed, meta, events, fields, now_ns)
 

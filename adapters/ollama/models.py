@@ -10,9 +10,9 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from asgi_llm.core import InvalidRequest, ModelCard, ModelNotFound
+from asgi_llm.core import InvalidRequest, ModelCard, ModelNotFound, Unsupported
 
-from ..base import InfoContext, InfoRoute, Reply, validate
+from ..base import InfoContext, InfoRoute, Reply, refuse_unrecognized, validate
 from .common import Wire, model_name, rfc3339
 
 __all__ = ["ROUTES", "VERSION", "human_number", "ps", "pull", "running", "show", "tags", "version"]
@@ -150,12 +150,16 @@ def pull(catalog: Sequence[ModelCard], body: Any) -> Reply:
     status line, which both of the client's modes read), so scripts that pull before use run
     unchanged; any other is 404, as for `show`."""
     wire = validate(PullBody, body)
+    refuse_unrecognized(wire)
     _card(catalog, wire.model, wire.name)
     return 200, {"status": "success"}
 
 
 def show(catalog: Sequence[ModelCard], body: Any) -> Reply:
     wire = validate(ShowBody, body)
+    refuse_unrecognized(wire)
+    if wire.verbose:  # Ollama's adds the tokenizer's arrays, which the model card does not keep
+        raise Unsupported("'verbose' is not supported: the model info leaves out the GGUF's arrays.", param="verbose")
     card = _card(catalog, wire.model, wire.name)
     modelfile, parameters, info = _template_facts(card)
     return 200, {

@@ -27,7 +27,7 @@ from asgi_llm.core import (
 
 from ..base import Meta, Parsed, Unrecorded
 from ..logprobs import token_logprobs
-from .common import NDJSON, Clock, Durations, done_reason, estimated_durations, ndjson, rfc3339
+from .common import NDJSON, Clock, Durations, Started, done_reason, durations_since, ndjson, rfc3339
 
 __all__ = ["Delta", "Fields", "NdjsonStream", "Turn", "render_reply"]
 
@@ -111,14 +111,14 @@ def _done(finish: Finish | None, durations: Durations) -> dict[str, Any]:
     }
 
 
-def _loaded(parsed: Parsed[Any, None], meta: Meta, fields: Fields) -> dict[str, Any]:
+def _loaded(parsed: Parsed[Any, Started], meta: Meta, fields: Fields) -> dict[str, Any]:
     """Ollama's answer to "load the model" (an empty prompt), or with `keep_alive: 0`, "unload" it."""
     reason = "unload" if parsed.keep_alive == 0 else "load"
     return {**_head(meta), **fields(Delta()), "done": True, "done_reason": reason}
 
 
 def render_reply(
-    parsed: Parsed[Any, None], meta: Meta, events: Sequence[GenerationEvent], fields: Fields, now_ns: Clock
+    parsed: Parsed[Any, Started], meta: Meta, events: Sequence[GenerationEvent], fields: Fields, now_ns: Clock
 ) -> dict[str, Any]:
     """The `stream: false` reply (and any load call's): the whole message and the `done` fields."""
     if parsed.load_only:
@@ -130,24 +130,26 @@ def render_reply(
     body = {**_head(meta), **fields(whole)}
     if parsed.request.sampling.logprobs:
         body["logprobs"] = token_logprobs(whole.logprobs)
-    return {**body, **_done(turn.finish, estimated_durations(meta, now_ns))}
+    return {**body, **_done(turn.finish, durations_since(parsed.options, now_ns()))}
 
 
 class NdjsonStream(Unrecorded):
     """One JSON object a line; the last says `done` and carries counts and nanosecond timings.
 
-    Timings come from `clock` (nanoseconds): total from construction to `close`, prompt
-    evaluation until the first event, evaluation from the first event to the last.
+    Timings come from `clock` (nanoseconds, the clock `Started` was read on): total from the
+    request's start to `close`, prompt evaluation until the first event, evaluation from the
+    first event to the last. (The stream opens only once the first token is made, so its own
+    construction is no start.)
     """
 
     media_type = NDJSON
 
-    def __init__(self, parsed: Parsed[Any, None], meta: Meta, clock: Clock = time.perf_counter_ns) -> None:
+    def __init__(self, parsed: Parsed[Any, Started], meta: Meta, clock: Clock = time.perf_counter_ns) -> None:
         self._meta = meta
         self._clock = clock
-        self._start = clock()
+        self._started = parsed.options
         self._first: int | None = None
-        self._last = self._start
+        self._last: int | None = None
         self._logprobs = parsed.request.sampling.logprobs
         self._turn = Turn()
 
@@ -170,14 +172,7 @@ class NdjsonStream(Unrecorded):
         return ndjson({**line, "done": False})
 
     def close(self) -> bytes:
-        end = self._clock()
-        first = self._last if self._first is None else self._first
-        durations: Durations = {
-            "total_duration": end - self._start,
-            "load_duration": 0,
-            "prompt_eval_duration": first - self._start,
-            "eval_duration": self._last - first,
-        }
+        durations = durations_since(self._started, self._clock(), self._first, self._last)
         return ndjson({**_head(self._meta), **self.fields(Delta()), **_done(self._turn.finish, durations)})
 
     def error(self, error: LLMError) -> bytes:

@@ -56,17 +56,16 @@ from asgi_llm.core import (
 )
 
 META = Meta(request_id="test", created=1700000000, model="SmolLM2-135M-Instruct")
-NOW_NS = (META.created + 2) * 1_000_000_000 + 500_000_000  # the non-stream render's "now"
+START_NS = 9_000_000_000  # the request's start (its parse), on the replies' clock
+NOW_NS = START_NS + 2_500_000_000  # the non-stream render's "now"
+
+
+def started() -> int:
+    return START_NS
+
+
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 GOLDEN = Path(__file__).parent / "golden"
-
-
-
-
-
-
-
-
 
 
 def conforms(model: type[BaseModel], body: Any) -> BaseModel:
@@ -74,10 +73,6 @@ def conforms(model: type[BaseModel], body: Any) -> BaseModel:
     known = {field.alias or name for name, field in model.model_fields.items()}
     assert set(body) <= known, set(body) - known
     return model.model_validate(body)
-
-
-
-
 
 
 def fake_clock(step_ns: int = 250_000_000) -> Callable[[], int]:
@@ -91,7 +86,7 @@ def _stream_lines(data: bytes) -> list[dict[str, Any]]:
 
 
 def _check_generation(golden: Any, module: Any, encoder: Any, response_type: type[BaseModel], case: Path) -> None:
-    parsed = module.parse(golden.load(case, "request.json"))
+    parsed = module.parse(golden.load(case, "request.json"), clock=started)
     golden.check_json(case, "parsed.json", golden.parsed_json(parsed))
     if parsed.load_only:
         assert not (case / "events.json").exists() and not (case / "stream.txt").exists()
@@ -119,7 +114,9 @@ def test_chat(golden: Any, ollama_chat_case: Path) -> None:
 
 
 def test_generate(golden: Any, ollama_generate_case: Path) -> None:
-    _check_generation(golden, ollama_generate, ollama_generate.GenerateStream, ollama.GenerateResponse, ollama_generate_case)
+    _check_generation(
+        golden, ollama_generate, ollama_generate.GenerateStream, ollama.GenerateResponse, ollama_generate_case
+    )
 
 
 def _embedding_result(golden: Any, case: Path) -> EmbeddingResult:
@@ -128,7 +125,7 @@ def _embedding_result(golden: Any, case: Path) -> EmbeddingResult:
 
 
 def test_embed(golden: Any, ollama_embed_case: Path) -> None:
-    parsed = ollama_embed.parse_embed(golden.load(ollama_embed_case, "request.json"))
+    parsed = ollama_embed.parse_embed(golden.load(ollama_embed_case, "request.json"), clock=started)
     golden.check_json(ollama_embed_case, "parsed.json", golden.parsed_json(parsed))
     body = ollama_embed.render_embed(parsed, META, _embedding_result(golden, ollama_embed_case), now_ns=lambda: NOW_NS)
     conforms(ollama.EmbedResponse, body)
@@ -136,13 +133,11 @@ def test_embed(golden: Any, ollama_embed_case: Path) -> None:
 
 
 def test_legacy_embeddings(golden: Any, ollama_embeddings_case: Path) -> None:
-    parsed = ollama_embed.parse_embeddings(golden.load(ollama_embeddings_case, "request.json"))
+    parsed = ollama_embed.parse_embeddings(golden.load(ollama_embeddings_case, "request.json"), clock=started)
     golden.check_json(ollama_embeddings_case, "parsed.json", golden.parsed_json(parsed))
     body = ollama_embed.render_embeddings(parsed, META, _embedding_result(golden, ollama_embeddings_case))
     conforms(ollama.EmbeddingsResponse, body)
     golden.check_json(ollama_embeddings_case, "response.json", body)
-
-
 
 
 _HANDLERS: dict[str, tuple[Callable[[list[ModelCard], Any], tuple[int, Any]], type[BaseModel] | None]] = {
@@ -189,7 +184,9 @@ def test_routes_cover_the_api() -> None:
 def test_errors_are_one_message(error: LLMError) -> None:
     status, body = render_error(error)
     assert status == error.status and body == {"error": error.message}
-    stream = ollama_chat.ChatStream(ollama_chat.parse({"model": "m", "messages": [{"role": "user", "content": "hi"}]}), META)
+    stream = ollama_chat.ChatStream(
+        ollama_chat.parse({"model": "m", "messages": [{"role": "user", "content": "hi"}]}), META
+    )
     line = stream.error(error)
     assert line.endswith(b"\n") and line.count(b"\n") == 1
     assert json.loads(line) == {"error": error.message}
@@ -224,7 +221,9 @@ def test_parallel_tool_calls_arrive_whole_in_end_order() -> None:
     assert reply.done_reason == "stop"
 
 
-@pytest.mark.parametrize("module", [ollama_chat, ollama_generate, ollama_embed, ollama_models, ollama_common, ollama_stream])
+@pytest.mark.parametrize(
+    "module", [ollama_chat, ollama_generate, ollama_embed, ollama_models, ollama_common, ollama_stream]
+)
 def test_all_names_resolve(module: Any) -> None:
     assert module.__all__ and all(getattr(module, name) is not None for name in module.__all__)
 

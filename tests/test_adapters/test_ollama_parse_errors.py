@@ -40,7 +40,23 @@ def _show(body: Any) -> Any:
     return ollama_models.show([], body)
 
 
+def _pull(body: Any) -> Any:
+    return ollama_models.pull([], body)
+
+
+def message(role: str, **fields: Any) -> dict[str, Any]:
+    return chat(messages=[{"role": role, "content": "x", **fields}])
+
+
+_CALLS = [{"function": {"name": "f", "arguments": {}}}]
+
+
+def embeddings(**fields: Any) -> dict[str, Any]:
+    return {"model": "m", "prompt": "hello", **fields}
+
+
 CHAT, GENERATE, EMBED = ollama_chat.parse, ollama_generate.parse, ollama_embed.parse_embed
+EMBEDDINGS = ollama_embed.parse_embeddings
 
 INVALID = [
     pytest.param(CHAT, {"messages": USER}, "model", id="chat-missing-model"),
@@ -86,6 +102,9 @@ INVALID = [
     pytest.param(ollama_embed.parse_embeddings, {"model": "m", "prompt": 5}, "prompt", id="embeddings-prompt-int"),
     pytest.param(_show, {"model": 5}, "model", id="show-model-int"),
     pytest.param(_show, {}, "model", id="show-missing-model"),
+    pytest.param(_show, {"model": "m", "bogus": 1}, "bogus", id="show-unknown-field"),
+    pytest.param(_pull, {"model": "m", "bogus": 1}, "bogus", id="pull-unknown-field"),
+    pytest.param(EMBEDDINGS, embeddings(options={"mirostat": 1}), "options.mirostat", id="embeddings-mirostat"),
 ]
 
 UNSUPPORTED = [
@@ -99,6 +118,16 @@ UNSUPPORTED = [
     pytest.param(GENERATE, generate(suffix="return x"), "suffix", id="generate-suffix"),
     pytest.param(GENERATE, generate(template="{{ .Prompt }}"), "template", id="generate-template"),
     pytest.param(GENERATE, generate(context=[1, 2, 3]), "context", id="generate-context"),
+    pytest.param(GENERATE, generate(raw=True, system="Be brief."), "system", id="generate-system-raw"),
+    pytest.param(CHAT, message("user", thinking="hm"), "messages[0].thinking", id="chat-thinking-user"),
+    pytest.param(CHAT, message("tool", thinking="hm"), "messages[0].thinking", id="chat-thinking-tool"),
+    pytest.param(CHAT, message("user", tool_calls=_CALLS), "messages[0].tool_calls", id="chat-calls-user"),
+    pytest.param(CHAT, message("tool", tool_calls=_CALLS), "messages[0].tool_calls", id="chat-calls-tool"),
+    pytest.param(CHAT, message("assistant", tool_name="f"), "messages[0].tool_name", id="chat-tool-name-assistant"),
+    pytest.param(CHAT, message("user", tool_call_id="c"), "messages[0].tool_call_id", id="chat-tool-call-id-user"),
+    pytest.param(EMBED, embed(options={"temperature": 0.5}), "options.temperature", id="embed-temperature"),
+    pytest.param(EMBEDDINGS, embeddings(options={"temperature": 0.5}), "options.temperature", id="embeddings-temp"),
+    pytest.param(_show, {"model": "m", "verbose": True}, "verbose", id="show-verbose"),
 ]
 
 
@@ -177,8 +206,43 @@ def test_generate_templated_or_raw() -> None:
     templated = ollama_generate.parse(generate(system="Be brief.")).request
     assert isinstance(templated, ChatRequest)
     assert [(m.role, m.content) for m in templated.messages] == [("system", "Be brief."), ("user", "Once")]
-    raw = ollama_generate.parse(generate(raw=True, system="ignored like Ollama does")).request
+    raw = ollama_generate.parse(generate(raw=True, system="")).request  # empty: none, as Ollama reads it
     assert isinstance(raw, CompletionRequest) and raw.prompts == ("Once",)
+
+
+def test_a_message_field_on_its_own_role_is_read() -> None:
+    history = [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "", "thinking": "I should ask.", "tool_calls": _CALLS},
+        {"role": "tool", "content": "sunny", "tool_name": "f", "tool_call_id": "mine"},
+    ]
+    messages = ollama_chat.parse(chat(messages=history)).request.messages
+    assert messages[1].reasoning == "I should ask." and [c.name for c in messages[1].tool_calls] == ["f"]
+    assert (messages[2].name, messages[2].tool_call_id) == ("f", "mine")
+
+
+@pytest.mark.parametrize(("parse", "body"), [(EMBED, embed), (EMBEDDINGS, embeddings)])
+def test_embedding_routes_read_num_ctx_alike(parse: Any, body: Any) -> None:
+    """The model must have that context: a model loaded with less refuses it (`check_context`)."""
+    need = parse(body(options={"num_ctx": 999999})).needs_context
+    assert need is not None and (need.tokens, need.param) == (999999, "options.num_ctx")
+    assert parse(body()).needs_context is None
+
+
+@pytest.mark.parametrize(
+    ("fmt", "kind", "schema"),
+    [({}, "json_schema", {}), ("json", "json_object", {}), ({"type": "object"}, "json_schema", {"type": "object"})],
+)
+def test_format_constrains_the_output(fmt: Any, kind: str, schema: Any) -> None:
+    """`{}` is a schema (any JSON value), not "no format": Ollama constrains the output with it."""
+    for parsed in (ollama_chat.parse(chat(format=fmt)), ollama_generate.parse(generate(format=fmt))):
+        output = parsed.request.sampling.output_format
+        assert output is not None and (output.kind, output.schema, output.param) == (kind, schema, "format")
+
+
+@pytest.mark.parametrize("fmt", ["", None])
+def test_empty_format_is_none(fmt: Any) -> None:
+    assert ollama_generate.parse(generate(format=fmt)).request.sampling.output_format is None
 
 
 @pytest.mark.parametrize(
