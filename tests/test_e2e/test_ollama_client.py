@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 
@@ -69,7 +70,11 @@ def test_chat_with_tools_and_tool_history(client: ollama.Client) -> None:
 
     history = [
         {"role": "user", "content": "Weather in Paris?"},
-        {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}],
+        },
         {"role": "tool", "content": "18 degrees", "tool_name": "get_weather"},
     ]
     reply = client.chat(model=MODEL, messages=history, tools=[get_weather], options=GREEDY)
@@ -88,7 +93,9 @@ def test_stream_is_ndjson(server) -> None:
 
 def test_generate_templated_streamed_and_whole(client: ollama.Client) -> None:
     whole = client.generate(model=MODEL, prompt="Why is the sky blue?", system="Be brief.", options=GREEDY)
-    parts = list(client.generate(model=MODEL, prompt="Why is the sky blue?", system="Be brief.", options=GREEDY, stream=True))
+    parts = list(
+        client.generate(model=MODEL, prompt="Why is the sky blue?", system="Be brief.", options=GREEDY, stream=True)
+    )
     assert isinstance(whole, ollama.GenerateResponse) and whole.response
     assert "".join(p.response or "" for p in parts) == whole.response
     assert parts[-1].done and parts[-1].eval_count == whole.eval_count
@@ -149,7 +156,9 @@ def test_list_show_ps(client: ollama.Client) -> None:
     # What the GGUF header says, read without llama.cpp: the training context, not the served one.
     assert shown.modelinfo is not None and shown.modelinfo["llama.context_length"] == 8192
     assert shown.modelinfo["general.parameter_count"] == 134_515_008
-    assert shown.template is not None and shown.template.startswith("{{- range .Messages }}<|im_start|>")  # ChatML, in Go
+    assert shown.template is not None and shown.template.startswith(
+        "{{- range .Messages }}<|im_start|>"
+    )  # ChatML, in Go
     assert "tokenizer.ggml.tokens" not in shown.modelinfo and "tokenizer.chat_template" not in shown.modelinfo
     assert shown.details is not None and shown.details.format == "gguf"
     details = (shown.details.family, shown.details.families, shown.details.parameter_size)
@@ -181,6 +190,27 @@ def test_pulling_a_served_model_succeeds_at_once_and_any_other_is_404(client: ol
     assert caught.value.status_code == 404 and "llama3.2" in caught.value.error
 
 
+def test_an_empty_schema_format_constrains_the_output(server) -> None:
+    """`format: {}` is a JSON schema that any JSON value meets, not "no format": the reply is JSON."""
+    body = {"model": MODEL, "prompt": "Fill in the JSON", "format": {}, "stream": False, "options": GREEDY}
+    reply = httpx.post(f"{server.url}/api/generate", json=body, timeout=60)
+    assert reply.status_code == 200, reply.text
+    json.loads(reply.json()["response"])  # any JSON value, whole: the grammar ends inside itself
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_durations_are_measured_from_the_request_start(client: ollama.Client, stream: bool) -> None:
+    began = time.perf_counter_ns()
+    reply = client.generate(model=MODEL, prompt="Count to five.", options=GREEDY, stream=stream)
+    last = list(reply)[-1] if stream else reply  # type: ignore[arg-type]
+    took = time.perf_counter_ns() - began
+    assert isinstance(last, ollama.GenerateResponse) and last.total_duration is not None
+    parts = (last.load_duration or 0) + (last.prompt_eval_duration or 0) + (last.eval_duration or 0)
+    assert 0 < parts <= last.total_duration <= took  # never the fraction of a second `created` rounds away
+    if stream:
+        assert (last.prompt_eval_duration or 0) > 0 and (last.eval_duration or 0) > 0
+
+
 def test_invalid_format_schema_is_400(client: ollama.Client) -> None:
     with pytest.raises(ollama.ResponseError) as caught:
         client.chat(model=MODEL, messages=HI, format={"type": "objet"})
@@ -196,6 +226,12 @@ def test_invalid_format_schema_is_400(client: ollama.Client) -> None:
         ("/api/generate", b'{"model": "SmolLM2-135M-Instruct", "options": {"temperature": "hot"}}'),
         ("/api/embed", b'{"model": "SmolLM2-135M-Instruct", "input": 5}'),
         ("/api/show", b"{}"),
+        ("/api/show", b'{"model": "SmolLM2-135M-Instruct", "bogus": 1}'),
+        ("/api/show", b'{"model": "SmolLM2-135M-Instruct", "verbose": true}'),
+        ("/api/pull", b'{"model": "SmolLM2-135M-Instruct", "bogus": 1}'),
+        ("/api/embeddings", b'{"model": "SmolLM2-135M-Instruct", "prompt": "hi", "options": {"temperature": 0.5}}'),
+        ("/api/embeddings", b'{"model": "SmolLM2-135M-Instruct", "prompt": "hi", "options": {"num_ctx": 999999}}'),
+        ("/api/generate", b'{"model": "SmolLM2-135M-Instruct", "prompt": "hi", "raw": true, "system": "Be brief."}'),
     ],
 )
 def test_malformed_body_is_400(server, path: str, content: bytes) -> None:
