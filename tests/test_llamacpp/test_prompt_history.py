@@ -33,8 +33,10 @@ WEATHER = ToolSpec("get_weather", "The weather.", {"type": "object"})
 class FakeModel:
     """What `Prompts` reads of a model to render a chat: no tokenizing but the reasoning marker's."""
 
-    metadata: dict[str, object] = {}
     bos, eos = 1, 2
+
+    def __init__(self) -> None:
+        self.metadata: dict[str, object] = {}  # no template of its own: the config's serves
 
     def token_text(self, token: int) -> str:
         return {1: "<s>", 2: "</s>"}[token]
