@@ -1,14 +1,46 @@
-"""What Anthropic's endpoints share: the error envelope and named SSE events."""
+"""What Anthropic's endpoints share: the request models' base and `cache_control` shape, the error
+envelope and named SSE events."""
 
 from __future__ import annotations
 
 from typing import Any, Literal, TypedDict
 
+from pydantic import BaseModel, ConfigDict
+
 from asgi_llm.core import LLMError
 
-from ..base import Reply, stream_json
+from ..base import Reply, refuse_unrecognized, stream_json
 
-__all__ = ["ErrorBody", "render_error", "sse", "tag_error", "tool_use_id"]
+__all__ = [
+    "ErrorBody",
+    "Wire",
+    "WireCacheControl",
+    "check_cache_control",
+    "render_error",
+    "sse",
+    "tag_error",
+    "tool_use_id",
+]
+
+
+class Wire(BaseModel):
+    """Every request model's base: strict types, unknown fields kept to be refused by name."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+class WireCacheControl(Wire):
+    """A prompt-caching breakpoint, at the top level or on a block or tool: one shape everywhere."""
+
+    type: Literal["ephemeral"]
+    ttl: Literal["5m", "1h"] | None = None
+
+
+def check_cache_control(cache_control: WireCacheControl | None, param: str) -> None:
+    """Its type and ttl are checked by the wire model; a key it does not declare is refused."""
+    if cache_control is not None:
+        refuse_unrecognized(cache_control, prefix=f"{param}.")
+
 
 _ERROR_TYPES = {
     400: "invalid_request_error",

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from asgi_llm.core import (
     ChatRequest,
@@ -24,15 +24,15 @@ from asgi_llm.core import (
     Reasoning,
     SamplingParams,
     ToolCall,
-    ToolChoice,
-    ToolSpec,
     Unsupported,
 )
 
 from ..base import CountRoute, GenerateRoute, Meta, Parsed, Route, refuse_unrecognized, validate
 from ..images import base64_image, checked_text, joined, url_image
-from ..json_output import json_schema, tool_names, tool_parameters
+from ..json_output import json_schema
+from .common import Wire, WireCacheControl, check_cache_control
 from .stream import AutoCache, MessageStream, fold_message
+from .tools import WireTool, WireToolChoice, custom_tools, tool_choice
 
 __all__ = [
     "ROUTES",
@@ -43,11 +43,7 @@ __all__ = [
 ]
 
 
-class _Wire(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)
-
-
-class ImageSource(_Wire):
+class ImageSource(Wire):
     """An `image` block's `source`: `base64` (with `media_type`) or `url`."""
 
     type: str
@@ -56,14 +52,7 @@ class ImageSource(_Wire):
     url: str | None = None
 
 
-class WireCacheControl(_Wire):
-    """A prompt-caching breakpoint, at the top level or on a block or tool: one shape everywhere."""
-
-    type: Literal["ephemeral"]
-    ttl: Literal["5m", "1h"] | None = None
-
-
-class Block(_Wire):
+class Block(Wire):
     """Any content block; `_REQUIRED` names the fields each known type must carry, `_OPTIONAL`
     the others it may (a field of another type's is refused, never dropped)."""
 
@@ -80,44 +69,30 @@ class Block(_Wire):
     cache_control: WireCacheControl | None = None
 
 
-class WireMessage(_Wire):
+class WireMessage(Wire):
     role: Literal["user", "assistant"]
     content: list[Block] | str
 
 
-class WireTool(_Wire):
-    name: Annotated[str, Field(min_length=1)]
-    description: str | None = None
-    input_schema: dict[str, Any] | None = None
-    type: str | None = None
-    cache_control: WireCacheControl | None = None
-
-
-class WireToolChoice(_Wire):
-    type: Literal["auto", "any", "tool", "none"]
-    name: str | None = None
-    disable_parallel_tool_use: bool | None = None
-
-
-class WireThinking(_Wire):
+class WireThinking(Wire):
     type: Literal["enabled", "disabled", "adaptive"]
     budget_tokens: Annotated[int, Field(ge=1024)] | None = None
 
 
-class WireOutputFormat(_Wire):
+class WireOutputFormat(Wire):
     type: Literal["json_schema"]
     schema_: dict[str, Any] = Field(alias="schema")
 
 
-class WireOutputConfig(_Wire):
+class WireOutputConfig(Wire):
     format: WireOutputFormat | None = None
 
 
-class WireMetadata(_Wire):
+class WireMetadata(Wire):
     user_id: str | None = None
 
 
-class CountBody(_Wire):
+class CountBody(Wire):
     """What `count_tokens` reads; a message request adds the generation controls."""
 
     model: str
@@ -163,7 +138,6 @@ _ALLOWED = {
     "user": ("text", "image", "tool_result"),
     "assistant": ("text", "tool_use", "thinking", "redacted_thinking"),
 }
-_TOOL_CHOICES: dict[str, ToolChoice] = {"auto": "auto", "any": "required", "none": "none"}
 
 
 def parse(body: Any) -> Parsed[ChatRequest, AutoCache | None]:
@@ -188,11 +162,10 @@ def parse_count(body: Any) -> Parsed[ChatRequest, None]:
 def _request(wire: CountBody, sampling: SamplingParams, user: str | None) -> ChatRequest:
     _refuse_unsupported(wire)
     refuse_unrecognized(wire, handled=_HANDLED)
-    _check_cache_control(wire.cache_control, "cache_control")
+    check_cache_control(wire.cache_control, "cache_control")
     _check_thinking(wire.thinking, sampling.max_tokens)
-    tools = tuple(_tool(tool, i) for i, tool in enumerate(wire.tools or ()))
-    tool_names([tool.name for tool in tools], lambda i: f"tools[{i}].name")
-    choice, parallel = _tool_choice(wire.tool_choice, tools)
+    tools = custom_tools(wire.tools or ())
+    choice, parallel = tool_choice(wire.tool_choice, tools)
     turns = [m for i, turn in enumerate(wire.messages) for m in _turn(turn, i)]
     return ChatRequest(
         model=wire.model,
@@ -222,12 +195,6 @@ def _refuse_unsupported(wire: CountBody) -> None:
         raise InvalidRequest(
             f"Invalid value for 'service_tier': {tier!r}; expected 'auto' or 'standard_only'.", param="service_tier"
         )
-
-
-def _check_cache_control(cache_control: WireCacheControl | None, param: str) -> None:
-    """Its type and ttl are checked by the wire model; a key it does not declare is refused."""
-    if cache_control is not None:
-        refuse_unrecognized(cache_control, prefix=f"{param}.")
 
 
 def _output_format(wire: CountBody) -> OutputFormat | None:
@@ -261,40 +228,6 @@ def _check_thinking(thinking: WireThinking | None, max_tokens: int | None) -> No
         raise InvalidRequest(f"'{param}' must be less than 'max_tokens'.", param=param)
 
 
-def _tool(tool: WireTool, index: int) -> ToolSpec:
-    if tool.type not in (None, "custom"):
-        param = f"tools[{index}].type"
-        raise Unsupported(f"Server tool '{tool.type}' is not supported; define custom tools.", param=param)
-    if tool.input_schema is None:
-        param = f"tools[{index}].input_schema"
-        raise InvalidRequest(f"Missing required parameter: '{param}'.", param=param)
-    parameters = tool_parameters(tool.input_schema, f"tools[{index}].input_schema")
-    _check_cache_control(tool.cache_control, f"tools[{index}].cache_control")
-    return ToolSpec(name=tool.name, description=tool.description, parameters=parameters)
-
-
-def _tool_choice(choice: WireToolChoice | None, tools: Sequence[ToolSpec]) -> tuple[ToolChoice, bool]:
-    """`auto` and `none` hold with no tools (no call can be made); `any` and `tool` need one,
-    as Anthropic says; a `name` goes with `tool` only, and `none` takes no parallel switch."""
-    if choice is None:
-        return "auto", True
-    if not tools and choice.type in ("any", "tool"):
-        message = f"'tool_choice' of type '{choice.type}' may only be given with 'tools'."
-        raise InvalidRequest(message, param="tool_choice")
-    if choice.name is not None and choice.type != "tool":
-        message = f"'tool_choice.name' is only taken with type 'tool', not '{choice.type}'."
-        raise InvalidRequest(message, param="tool_choice.name")
-    if choice.disable_parallel_tool_use is not None and choice.type == "none":
-        param = "tool_choice.disable_parallel_tool_use"
-        raise InvalidRequest(f"'{param}' is not taken with type 'none': no tool is called.", param=param)
-    parallel = not choice.disable_parallel_tool_use
-    if choice.type != "tool":
-        return _TOOL_CHOICES[choice.type], parallel
-    if choice.name is None or choice.name not in {t.name for t in tools}:
-        raise InvalidRequest("'tool_choice.name' must name one of the request's tools.", param="tool_choice.name")
-    return choice.name, parallel
-
-
 def _system(system: list[Block] | str | None) -> tuple[Message, ...]:
     if isinstance(system, list):
         for i, block in enumerate(system):
@@ -326,7 +259,7 @@ def _check(block: Block, param: str, allowed: Sequence[str], where: str) -> None
         if field not in taken and getattr(block, field) is not None:
             message = f"Unrecognized parameter: '{param}.{field}'; a '{block.type}' block has no such field."
             raise InvalidRequest(message, param=f"{param}.{field}")
-    _check_cache_control(block.cache_control, f"{param}.cache_control")
+    check_cache_control(block.cache_control, f"{param}.cache_control")
 
 
 def _assistant(blocks: Sequence[Block]) -> Message:
