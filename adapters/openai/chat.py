@@ -12,15 +12,12 @@ from asgi_llm.core import (
     ChatRequest,
     Finish,
     GenerationEvent,
-    ImageInput,
     InvalidRequest,
     LLMError,
-    Message,
     OutputFormat,
     Reasoning,
     ReasoningDelta,
     TextDelta,
-    ToolCall,
     ToolCallDelta,
     ToolCallEnd,
     ToolCallStart,
@@ -42,10 +39,10 @@ from asgi_llm.wire.openai_chat import (
 )
 from asgi_llm.wire.openai_chat import ToolCall as ToolCallOut
 
-from ..base import GenerateRoute, Meta, Parsed, Unrecorded, refuse_unrecognized, validate
-from ..images import checked_text, joined, url_image
-from ..json_output import json_object, json_schema, tool_parameters
+from ..base import GenerateRoute, Meta, Parsed, Unrecorded, refuse_unrecognized
+from ..json_output import checked_name, json_object, json_schema, tool_names, tool_parameters
 from ..logprobs import token_logprobs
+from .chat_messages import WireMessage, message, noted
 from .common import (
     SSE_DONE,
     SamplingBody,
@@ -55,45 +52,19 @@ from .common import (
     render_error,
     sampling_params,
     sse,
+    stop_problem,
+    stream_flags,
     tag_error,
     usage_dict,
+    validated,
 )
 
 __all__ = ["ROUTE", "ChatStream", "parse", "render"]
 
 
-class ImageUrl(Wire):
-    url: str
-    detail: str | None = None
-
-
-class ContentPart(Wire):
-    type: str
-    text: str | None = None
-    image_url: ImageUrl | None = None
-
-
-class WireFunctionCall(Wire):
-    name: str
-    arguments: str
-
-
-class WireToolCall(Wire):
-    id: str
-    type: Literal["function"] = "function"
-    function: WireFunctionCall
-
-
-class WireMessage(Wire):
-    role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[ContentPart] | None = None
-    name: str | None = None
-    tool_calls: list[WireToolCall] | None = None
-    tool_call_id: str | None = None
-
-
 class WireFunction(Wire):
-    name: Annotated[str, Field(min_length=1, max_length=64)]
+    name: str
+    """1 to 64 letters, digits, '_' or '-' (`checked_name`), told apart from the other tools'."""
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
@@ -114,8 +85,10 @@ class NamedToolChoice(Wire):
 
 
 class JsonSchemaSpec(Wire):
-    name: Annotated[str, Field(min_length=1, max_length=64)]
+    name: str
+    """As a tool's name is spelled (`checked_name`)."""
     description: str | None = None
+    """What the format is for: told to the model in the system message (`_format_note`)."""
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")
     strict: bool | None = None
 
@@ -146,13 +119,17 @@ class ChatOptions:
 
 
 def parse(body: Any) -> Parsed[ChatRequest, ChatOptions]:
-    wire = validate(ChatBody, body)
+    wire = validated(ChatBody, body, stop=stop_problem)
     _refuse_unsupported(wire)
     refuse_unrecognized(wire, handled=_HANDLED)
     if wire.top_logprobs and not wire.logprobs:
         raise InvalidRequest("'top_logprobs' requires 'logprobs' to be true.", param="top_logprobs")
     if wire.grammar and wire.tools:
         raise InvalidRequest("Give 'grammar' or 'tools', not both: a tool call has its own grammar.", param="grammar")
+    tool_names([t.function.name for t in wire.tools or ()], lambda i: f"tools[{i}].function.name")
+    stream, include_usage = stream_flags(wire)
+    messages = tuple(message(m, i) for i, m in enumerate(wire.messages))
+    note = _format_note(wire.response_format)
     sampling = sampling_params(
         wire,
         max_tokens=wire.max_completion_tokens if wire.max_completion_tokens is not None else wire.max_tokens,
@@ -163,7 +140,7 @@ def parse(body: Any) -> Parsed[ChatRequest, ChatOptions]:
     )
     request = ChatRequest(
         model=wire.model,
-        messages=tuple(_message(m, i) for i, m in enumerate(wire.messages)),
+        messages=noted(messages, note) if note else messages,
         sampling=sampling,
         n=wire.n or 1,
         user=wire.user,
@@ -176,15 +153,16 @@ def parse(body: Any) -> Parsed[ChatRequest, ChatOptions]:
         reasoning=_reasoning(wire),
         adapters=adapter_scales(wire.lora),
     )
-    include_usage = bool(wire.stream_options and wire.stream_options.include_usage)
-    return Parsed(request, ChatOptions(include_usage), stream=bool(wire.stream))
+    return Parsed(request, ChatOptions(include_usage), stream=stream)
 
 
 def _tool_choice(wire: ChatBody) -> ToolChoice:
     choice = wire.tool_choice
     if isinstance(choice, NamedToolChoice):
         if choice.function.name not in {t.function.name for t in wire.tools or ()}:
-            raise InvalidRequest(f"tool_choice names '{choice.function.name}', which is not in 'tools'.", param="tool_choice")
+            raise InvalidRequest(
+                f"tool_choice names '{choice.function.name}', which is not in 'tools'.", param="tool_choice"
+            )
         return choice.function.name
     if choice == "required" and not wire.tools:
         raise InvalidRequest("tool_choice 'required' needs at least one tool.", param="tool_choice")
@@ -192,14 +170,18 @@ def _tool_choice(wire: ChatBody) -> ToolChoice:
 
 
 def _output_format(fmt: ResponseFormat | None) -> OutputFormat | None:
-    if fmt is None or fmt.type == "text":
+    if fmt is None:
+        return None
+    spec, param = fmt.json_schema, "response_format.json_schema"
+    if spec is not None and fmt.type != "json_schema":
+        raise InvalidRequest(f"'{param}' is only for the type 'json_schema', not '{fmt.type}'.", param=param)
+    if fmt.type == "text":
         return None
     if fmt.type == "json_object":
         return json_object("response_format")
-    spec = fmt.json_schema
     if spec is None:
-        param = "response_format.json_schema"
         raise InvalidRequest(f"Missing required parameter: '{param}'.", param=param)
+    checked_name(spec.name, "response_format.json_schema.name")
     if spec.schema_ is None:  # no schema: any JSON object
         return json_object("response_format.json_schema")
     return json_schema(spec.schema_, "response_format.json_schema.schema", name=spec.name, strict=spec.strict)
@@ -235,32 +217,12 @@ def _refuse_unsupported(wire: ChatBody) -> None:
         raise Unsupported("Only text output is supported.", param="modalities")
 
 
-def _message(message: WireMessage, index: int) -> Message:
-    role = "system" if message.role == "developer" else message.role
-    if message.role == "tool" and message.tool_call_id is None:
-        raise InvalidRequest("A tool message needs the 'tool_call_id' it answers.", param=f"messages[{index}].tool_call_id")
-    calls = tuple(ToolCall(c.id, c.function.name, c.function.arguments) for c in message.tool_calls or ())
-    text, images = _content(message.content, f"messages[{index}].content", message.role == "user")
-    return Message(role, text, message.name, calls, message.tool_call_id, images=images)
-
-
-def _content(content: str | list[ContentPart] | None, param: str, user: bool) -> tuple[str, tuple[ImageInput, ...]]:
-    """The text, with the image marker where each `image_url` part was (user turns only)."""
-    if content is None or isinstance(content, str):
-        return checked_text(content or "", param), ()
-    pieces: list[str | ImageInput] = []
-    for j, part in enumerate(content):
-        where, image = f"{param}[{j}]", part.image_url
-        if part.type == "image_url" and user:
-            if image is None:
-                raise InvalidRequest(f"Missing required parameter: '{where}.image_url'.", param=f"{where}.image_url")
-            pieces.append(url_image(image.url, where, image.detail))
-        elif part.type in ("text", "input_text") and part.text is not None:
-            pieces.append(checked_text(part.text, f"{where}.text"))
-        else:
-            role = "" if user or part.type != "image_url" else " outside a user's message"
-            raise Unsupported(f"Content part type '{part.type}' is not supported{role}.", param=f"{where}.type")
-    return joined(pieces)
+def _format_note(fmt: ResponseFormat | None) -> str | None:
+    """A response format's description, for the model to read, as a tool's description is."""
+    spec = fmt.json_schema if fmt is not None else None
+    if spec is None or not spec.description:
+        return None
+    return f"Answer in the JSON format '{spec.name}': {spec.description}"
 
 
 def render(parsed: Parsed[ChatRequest, ChatOptions], meta: Meta, events: Sequence[GenerationEvent]) -> ChatCompletion:

@@ -3,20 +3,21 @@ framing, the usage shape and the sampling fields."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Annotated, Any
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from asgi_llm.core import AdapterScale, InvalidRequest, LLMError, OutputFormat, Reasoning, SamplingParams, Usage
 from asgi_llm.wire import openai_chat as wire
 from asgi_llm.wire import openai_error as error_envelope
 from asgi_llm.wire.openai_error import ErrorBody
 
-from ..base import Reply, refuse_unrecognized, stream_json
+from ..base import Reply, refuse_unrecognized, stream_json, validate
 
 __all__ = [
     "EFFORTS",
+    "MAX_CHOICES",
     "SSE_DONE",
     "ErrorBody",
     "SamplingBody",
@@ -30,11 +31,16 @@ __all__ = [
     "sampling_params",
     "sse",
     "stop_list",
+    "stop_problem",
+    "stream_flags",
     "tag_error",
+    "texts_or_tokens_problem",
     "usage_dict",
+    "validated",
 ]
 
 SSE_DONE = b"data: [DONE]\n\n"
+M = TypeVar("M", bound=BaseModel)
 
 
 def render_error(error: LLMError) -> Reply:
@@ -79,13 +85,92 @@ def stop_list(stop: str | Sequence[str] | None) -> tuple[str, ...]:
 
 
 class Wire(BaseModel):
-    """Tolerant of unknown vendor fields (kept in `model_extra`), strict about types."""
+    """Tolerant of unknown vendor fields (kept in `model_extra`), strict about types. A null
+    counts as not sent (docs/protocols.md): dropped before validation, so the field's default
+    applies, and a required field given as null is a missing one."""
 
     model_config = ConfigDict(extra="allow", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls_not_sent(cls, data: Any) -> Any:
+        return {k: v for k, v in data.items() if v is not None} if isinstance(data, dict) else data
 
 
 class StreamOptions(Wire):
     include_usage: bool = False
+
+
+MAX_CHOICES = 16
+"""The most choices one request decodes: chat's `n`, and prompts × `n` on `/completions`."""
+
+MAX_STOP = 16
+"""The most stop sequences a request may give (OpenAI takes 4; llama.cpp's clients send more)."""
+
+INT64 = (-(2**63), 2**63 - 1)
+"""The spec's range of a `seed`."""
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    kinds = {str: "a string", int: "an integer", float: "a number", list: "a list", dict: "an object"}
+    return next((name for t, name in kinds.items() if isinstance(value, t)), "null")
+
+
+def _item_kind(value: Any) -> str:
+    """A prompt item's kind: a text, a token id, a list of token ids, or what it wrongly is."""
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return "a token id"
+    if isinstance(value, list):
+        return "a list of token ids"
+    return _json_kind(value)
+
+
+def _texts_or_tokens_problem(value: Any) -> str:
+    if not isinstance(value, list):
+        return f"got {_json_kind(value)}"
+    kinds = [_item_kind(x) for x in value]
+    for i, kind in enumerate(kinds):
+        if kind not in ("a string", "a token id", "a list of token ids"):
+            return f"item {i} is {kind}"
+        if kind != kinds[0]:
+            return f"item {i} is {kind} but item 0 is {kinds[0]}; the items must all be of one kind"
+        if isinstance(value[i], list):
+            for j, token in enumerate(value[i]):
+                if _item_kind(token) != "a token id":
+                    return f"item [{i}][{j}] is {_json_kind(token)}, not a token id"
+    return "its items are of no form this field takes"
+
+
+def stop_problem(value: Any) -> str:
+    if isinstance(value, list) and len(value) > MAX_STOP:
+        return f"at most {MAX_STOP} stop sequences are taken; got {len(value)}"
+    if isinstance(value, list):
+        i = next((i for i, x in enumerate(value) if not isinstance(x, str)), 0)
+        return f"expected a string or a list of strings; item {i} is {_json_kind(value[i]) if value else 'missing'}"
+    return f"expected a string or a list of strings; got {_json_kind(value)}"
+
+
+def texts_or_tokens_problem(value: Any) -> str:
+    """What is wrong with a `prompt` or an `input`."""
+    forms = "expected a string, a list of strings, a list of token ids (integers) or a list of lists of token ids"
+    return f"{forms}; {_texts_or_tokens_problem(value)}"
+
+
+def validated(model: type[M], body: Any, **explain: Callable[[Any], str]) -> M:
+    """`validate`, with the error of a field named in `explain` said by it: pydantic's first
+    error on a union is its first branch's ("Input should be a valid string"), which does not
+    say what is wrong with a list."""
+    try:
+        return validate(model, body)
+    except InvalidRequest as exc:
+        param = exc.param or ""
+        if param not in explain or not isinstance(body, dict) or body.get(param) is None:
+            raise
+        raise InvalidRequest(f"Invalid value for '{param}': {explain[param](body[param])}.", param=param) from None
 
 
 class WireLora(Wire):
@@ -110,11 +195,12 @@ class SamplingBody(Wire):
     model: str
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
     top_p: Annotated[float, Field(gt=0, le=1)] | None = None
-    n: Annotated[int, Field(ge=1, le=16)] | None = None
+    n: Annotated[int, Field(ge=1, le=MAX_CHOICES)] | None = None
     stream: bool | None = None
     stream_options: StreamOptions | None = None
-    stop: str | Annotated[list[str], Field(max_length=16)] | None = None
-    seed: int | None = None
+    stop: str | Annotated[list[str], Field(max_length=MAX_STOP)] | None = None
+    seed: Annotated[int, Field(ge=INT64[0], le=INT64[1])] | None = None
+    """An int64, as the spec says; the engine folds it to its own width (llama.cpp: 32 bits)."""
     presence_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
     frequency_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
     logit_bias: dict[str, Annotated[float, Field(ge=-100, le=100)]] | None = None
@@ -129,6 +215,14 @@ class SamplingBody(Wire):
     """llama.cpp's GBNF grammar the output must be a sentence of (empty: none, as in llama-server)."""
     speculative: bool | None = None
     """Ours: false, no drafted tokens for this request (prompt lookup, grammar jump-forward)."""
+
+
+def stream_flags(wire: SamplingBody) -> tuple[bool, bool]:
+    """Whether to stream, and whether the stream ends with a usage chunk; `stream_options`
+    without `stream` would be ignored, so it is refused (as OpenAI does)."""
+    if wire.stream_options is not None and not wire.stream:
+        raise InvalidRequest("'stream_options' is only allowed when 'stream' is true.", param="stream_options")
+    return bool(wire.stream), bool(wire.stream_options and wire.stream_options.include_usage)
 
 
 def sampling_params(
@@ -175,7 +269,9 @@ def logit_bias(bias: dict[str, float] | None) -> tuple[tuple[int, float], ...]:
         return ()
     pairs = []
     for key, value in bias.items():
-        if not key.isdigit():
-            raise InvalidRequest(f"logit_bias keys must be token ids; got {key!r}.", param="logit_bias")
+        if not (key.isascii() and key.isdigit()):  # not "²" or "٣", which `isdigit` also takes
+            raise InvalidRequest(
+                f"logit_bias keys must be token ids (ASCII decimal digits); got {key!r}.", param="logit_bias"
+            )
         pairs.append((int(key), value))
     return tuple(pairs)

@@ -20,8 +20,22 @@ from asgi_llm.core import (
     total_usage,
 )
 
-from ..base import GenerateRoute, Meta, Parsed, Unrecorded, refuse_unrecognized, validate
-from .common import SSE_DONE, SamplingBody, adapter_scales, render_error, sampling_params, sse, tag_error, usage_dict
+from ..base import GenerateRoute, Meta, Parsed, Unrecorded, refuse_unrecognized
+from .common import (
+    MAX_CHOICES,
+    SSE_DONE,
+    SamplingBody,
+    adapter_scales,
+    render_error,
+    sampling_params,
+    sse,
+    stop_problem,
+    stream_flags,
+    tag_error,
+    texts_or_tokens_problem,
+    usage_dict,
+    validated,
+)
 
 __all__ = ["ROUTE", "CompletionStream", "parse", "render"]
 
@@ -31,6 +45,7 @@ Prompt = str | list[str] | list[int] | list[list[int]]
 class CompletionBody(SamplingBody):
     prompt: Prompt
     max_tokens: Annotated[int, Field(ge=0)] | None = 16
+    """16 where not sent (null counts as not sent: `Wire`), as OpenAI's default."""
     logprobs: Annotated[int, Field(ge=0, le=5)] | None = None
     echo: bool | None = None
     suffix: str | None = None
@@ -44,7 +59,7 @@ class CompletionOptions:
 
 
 def parse(body: Any) -> Parsed[CompletionRequest, CompletionOptions]:
-    wire = validate(CompletionBody, body)
+    wire = validated(CompletionBody, body, prompt=texts_or_tokens_problem, stop=stop_problem)
     if wire.suffix:
         raise Unsupported("'suffix' (insertion) is not supported.", param="suffix")
     if wire.best_of is not None and wire.best_of != (wire.n or 1):
@@ -53,17 +68,34 @@ def parse(body: Any) -> Parsed[CompletionRequest, CompletionOptions]:
         raise Unsupported("'echo' is not supported with 'grammar'.", param="echo")
     refuse_unrecognized(wire)
     prompts = _prompts(wire.prompt)
+    _check_choices(len(prompts), wire.n or 1)
+    stream, include_usage = stream_flags(wire)
     if wire.max_tokens == 0 and not wire.echo:
         raise InvalidRequest("'max_tokens' must be at least 1 unless 'echo' is set.", param="max_tokens")
     sampling = sampling_params(
         wire, max_tokens=wire.max_tokens, logprobs=wire.logprobs is not None, top_logprobs=wire.logprobs or 0
     )
     request = CompletionRequest(
-        model=wire.model, prompts=prompts, sampling=sampling, n=wire.n or 1, echo=bool(wire.echo), user=wire.user,
+        model=wire.model,
+        prompts=prompts,
+        sampling=sampling,
+        n=wire.n or 1,
+        echo=bool(wire.echo),
+        user=wire.user,
         adapters=adapter_scales(wire.lora),
     )
-    include_usage = bool(wire.stream_options and wire.stream_options.include_usage)
-    return Parsed(request, CompletionOptions(include_usage, wire.logprobs), stream=bool(wire.stream))
+    return Parsed(request, CompletionOptions(include_usage, wire.logprobs), stream=stream)
+
+
+def _check_choices(prompts: int, n: int) -> None:
+    """One choice per prompt × `n`, held to the bound chat's `n` has."""
+    if prompts * n > MAX_CHOICES:
+        param = "prompt" if n == 1 else "n"
+        raise InvalidRequest(
+            f"A completion makes at most {MAX_CHOICES} choices (prompts × n); this one asks for "
+            f"{prompts} × {n} = {prompts * n}.",
+            param=param,
+        )
 
 
 def _prompts(prompt: Prompt) -> tuple[str | tuple[int, ...], ...]:
@@ -89,7 +121,9 @@ def completion_logprobs(tokens: Sequence[TokenLogprob], offset: int) -> dict[str
     }
 
 
-def render(parsed: Parsed[CompletionRequest, CompletionOptions], meta: Meta, events: Sequence[GenerationEvent]) -> dict[str, Any]:
+def render(
+    parsed: Parsed[CompletionRequest, CompletionOptions], meta: Meta, events: Sequence[GenerationEvent]
+) -> dict[str, Any]:
     count = len(parsed.request.prompts) * parsed.request.n
     texts: list[list[str]] = [[] for _ in range(count)]
     logprobs: list[list[TokenLogprob]] = [[] for _ in range(count)]
@@ -108,7 +142,9 @@ def render(parsed: Parsed[CompletionRequest, CompletionOptions], meta: Meta, eve
             {
                 "index": i,
                 "text": text,
-                "logprobs": completion_logprobs(logprobs[i], max(echoed, 0)) if parsed.request.sampling.logprobs else None,
+                "logprobs": completion_logprobs(logprobs[i], max(echoed, 0))
+                if parsed.request.sampling.logprobs
+                else None,
                 "finish_reason": finishes[i].reason if i in finishes else "stop",
             }
         )

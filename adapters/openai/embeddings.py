@@ -11,8 +11,8 @@ from pydantic import Field
 
 from asgi_llm.core import EmbeddingRequest, EmbeddingResult, InvalidRequest
 
-from ..base import EmbedRoute, Meta, Parsed, refuse_unrecognized, validate
-from .common import Wire
+from ..base import EmbedRoute, Meta, Parsed, refuse_unrecognized
+from .common import Wire, texts_or_tokens_problem, validated
 
 __all__ = ["ROUTE", "parse", "render"]
 
@@ -31,7 +31,7 @@ class EmbeddingBody(Wire):
 
 
 def parse(body: Any) -> Parsed[EmbeddingRequest, Encoding]:
-    wire = validate(EmbeddingBody, body)
+    wire = validated(EmbeddingBody, body, input=texts_or_tokens_problem)
     refuse_unrecognized(wire)
     raw = wire.input
     inputs: tuple[str | tuple[int, ...], ...]
