@@ -10,6 +10,8 @@ from asgi_llm.adapters.openai.responses import routes as openai_responses
 from asgi_llm.core import InvalidRequest, Message, ToolCall, ToolSpec, Unsupported
 
 FUNCTION = {"type": "function", "name": "f", "parameters": {"type": "object"}}
+CALL = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
+LOGPROBS = "message.output_text.logprobs"
 
 
 def body(**fields: Any) -> dict[str, Any]:
@@ -61,6 +63,41 @@ INVALID = [
     pytest.param(body(text={"format": {"kind": "text"}}), "text.format.type", id="text-format-missing-type"),
     pytest.param(body(background=True, store=False), "background", id="background-unstored"),
     pytest.param(body(background="yes"), "background", id="background-not-bool"),
+    pytest.param(body(include=[LOGPROBS, "no.such.thing"]), "include[1]", id="include-unknown"),
+    pytest.param(body(prompt_cache_key=5), "prompt_cache_key", id="prompt-cache-key-int"),
+    pytest.param(
+        body(stream_options={"include_obfuscation": 0}), "stream_options.include_obfuscation", id="obfuscation-int"
+    ),
+    pytest.param(
+        body(stream_options={"include_obfuscation": "false"}),
+        "stream_options.include_obfuscation",
+        id="obfuscation-str",
+    ),
+    pytest.param(body(stream_options=5), "stream_options", id="stream-options-int"),
+    pytest.param(body(tool_choice="required"), "tool_choice", id="tool-choice-required-without-tools"),
+    pytest.param(body(tool_choice={"type": "function", "name": "f"}), "tool_choice", id="tool-choice-without-tools"),
+    pytest.param(body(tools=[FUNCTION, FUNCTION]), "tools[1].name", id="tool-name-twice"),
+    pytest.param(body(tools=[{**FUNCTION, "name": ""}]), "tools[0].name", id="tool-name-empty"),
+    pytest.param(body(tools=[FUNCTION, {**FUNCTION, "name": "get weather"}]), "tools[1].name", id="tool-name-space"),
+    pytest.param(body(tools=[{**FUNCTION, "name": "f" * 65}]), "tools[0].name", id="tool-name-long"),
+    pytest.param(
+        body(text={"format": {"type": "json_schema", "name": "a.b", "schema": {"type": "object"}}}),
+        "text.format.name",
+        id="text-format-name-dot",
+    ),
+    pytest.param(body(metadata={"k" * 65: "v"}), "metadata", id="metadata-key-long"),
+    pytest.param(body(metadata={"k": "v" * 513}), "metadata", id="metadata-value-long"),
+    pytest.param(
+        items({"role": "user", "content": "a"}, {"type": "function_call_output", "call_id": "c9", "output": "1"}),
+        "input[1].call_id",
+        id="function-call-output-without-call",
+    ),
+    pytest.param(items({"role": "user", "content": "a"}, CALL), "input", id="function-call-without-output"),
+    pytest.param(
+        items({"role": "user", "content": [{"type": "input_text"}]}), "input[0].content[0].text", id="no-text"
+    ),
+    pytest.param(items(5), "input[0]", id="item-int"),
+    pytest.param(body(tools=[5]), "tools[0]", id="tool-int"),
 ]
 
 UNSUPPORTED = [
@@ -90,7 +127,20 @@ UNSUPPORTED = [
     pytest.param(body(tool_choice={"type": "file_search"}), "tool_choice", id="tool-choice-builtin"),
     pytest.param(body(truncation="auto"), "truncation", id="truncation-auto"),
     pytest.param(body(conversation="conv_1"), "conversation", id="conversation"),
+    pytest.param(body(conversation=""), "conversation", id="conversation-empty"),
+    pytest.param(body(conversation={}), "conversation", id="conversation-empty-object"),
     pytest.param(body(prompt={"id": "pmpt_1"}), "prompt", id="prompt-template"),
+    pytest.param(body(prompt={}), "prompt", id="prompt-empty-object"),
+    pytest.param(body(prompt=""), "prompt", id="prompt-empty"),
+    pytest.param(body(include=[LOGPROBS, "reasoning.encrypted_content"]), "include[1]", id="include-encrypted"),
+    pytest.param(body(include=["message.input_image.image_url"]), "include[0]", id="include-image-url"),
+    pytest.param(body(text={"verbosity": "low"}), "text.verbosity", id="text-verbosity"),
+    pytest.param(body(reasoning={"effort": "high", "summary": "auto"}), "reasoning.summary", id="reasoning-summary"),
+    pytest.param(
+        body(stream=True, stream_options={"include_obfuscation": True}),
+        "stream_options.include_obfuscation",
+        id="obfuscation",
+    ),
 ]
 
 
@@ -116,6 +166,72 @@ def test_nested_messages_name_the_full_param() -> None:
             items({"role": "user", "content": "a"}, {"type": "function_call", "name": "f", "arguments": "{}"})
         )
     assert caught.value.message == "Missing required parameter: 'input[1].call_id'."
+
+
+@pytest.mark.parametrize(
+    ("request_body", "message"),
+    [
+        (items(5), "Invalid value for 'input[0]': expected an object."),
+        (body(tools=[5]), "Invalid value for 'tools[0]': expected an object."),
+        (
+            items({"role": "assistant", "content": [{"type": "output_text"}]}),
+            "Missing required parameter: 'input[0].content[0].text'.",
+        ),
+        (
+            items({"type": "function_call_output", "call_id": "c9", "output": "1"}),
+            "No tool call found for function call output with call_id c9.",
+        ),
+        (items(CALL, {**CALL, "call_id": "c2"}), "No tool output found for function call c1."),
+        (body(include=["nope"]), "Invalid value for 'include[0]': 'nope'."),
+    ],
+)
+def test_messages_say_what_is_wrong_in_wire_words(request_body: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        openai_responses.parse(request_body)
+    assert caught.value.message == message
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("stream", True),
+        ("max_output_tokens", 4),
+        ("metadata", {"k": "v"}),
+        ("include", [LOGPROBS]),
+        ("top_logprobs", 2),
+        ("temperature", 0.5),
+        ("store", False),
+        ("background", False),
+        ("prompt_cache_key", "k"),
+        ("stream_options", {"include_obfuscation": False}),
+    ],
+)
+def test_count_refuses_what_only_generating_reads(field: str, value: Any) -> None:
+    assert openai_responses.parse(body(**{field: value}))  # a create request takes it
+    with pytest.raises(InvalidRequest) as caught:
+        openai_responses.parse_count(body(**{field: value}))
+    assert (caught.value.param, caught.value.status) == (field, 400)
+
+
+def test_count_takes_the_fields_of_its_body() -> None:
+    parsed = openai_responses.parse_count(
+        body(
+            instructions="i",
+            tools=[FUNCTION],
+            tool_choice="required",
+            parallel_tool_calls=False,
+            reasoning={"effort": "high"},
+            text={"format": {"type": "json_object"}},
+            truncation="disabled",
+        )
+    )
+    request = parsed.request
+    assert (request.tool_choice, request.parallel_tool_calls, request.messages[0]) == (
+        "required",
+        False,
+        Message("system", "i"),
+    )
+    assert request.reasoning is not None and request.reasoning.enabled
 
 
 def test_count_needs_a_model_or_a_previous_response() -> None:
@@ -152,17 +268,18 @@ def test_reasoning_without_an_answer_stands_alone() -> None:
 
 
 def test_function_calls_join_the_assistant_turn_before_them() -> None:
-    call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
     assert _messages(
         {"role": "user", "content": "q"},
         {"role": "assistant", "content": "Let me check."},
-        call,
-        {**call, "call_id": "c2"},
+        CALL,
+        {**CALL, "call_id": "c2"},
         {"type": "function_call_output", "call_id": "c1", "output": "1"},
+        {"type": "function_call_output", "call_id": "c2", "output": "2"},
     ) == (
         Message("user", "q"),
         Message("assistant", "Let me check.", tool_calls=(ToolCall("c1", "f", "{}"), ToolCall("c2", "f", "{}"))),
         Message("tool", "1", tool_call_id="c1"),
+        Message("tool", "2", tool_call_id="c2"),
     )
 
 
@@ -207,14 +324,22 @@ def test_sampling_tools_and_options() -> None:
 def test_harmless_hints_are_accepted() -> None:
     parsed = openai_responses.parse(
         body(
-            include=["reasoning.encrypted_content"],
-            reasoning={"effort": "high", "summary": "auto"},
-            text={"format": {"type": "text"}, "verbosity": "low"},
+            reasoning={"effort": "high", "summary": None},
+            text={"format": {"type": "text"}, "verbosity": None},
             truncation="disabled",
             prompt_cache_key="k",
             stream_options={"include_obfuscation": False},
+            conversation=None,
+            prompt=None,
+            metadata={"k" * 64: "v" * 512},
         )
     )
     assert isinstance(parsed.options, openai_responses.ResponsesOptions)
-    assert parsed.options.echo["reasoning"] == {"effort": "high", "summary": "auto"}
-    assert parsed.options.echo["text"] == {"format": {"type": "text"}, "verbosity": "low"}
+    assert parsed.options.echo["reasoning"] == {"effort": "high", "summary": None}
+    assert parsed.options.echo["text"] == {"format": {"type": "text"}}
+
+
+def test_the_prompt_is_named_input() -> None:
+    """A prompt over the context is a 400 naming `input`, this protocol's field, not chat's `messages`."""
+    assert openai_responses.parse(body()).request.prompt_param == "input"
+    assert openai_responses.parse_count(body()).request.prompt_param == "input"

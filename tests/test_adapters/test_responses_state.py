@@ -216,6 +216,44 @@ def test_routes_do_not_shadow_each_other(method: str, path: str, expected: int, 
     assert match is not None and match.target is routes[expected] and match.params == params
 
 
+TOOLS = [{"type": "function", "name": "clock", "parameters": {"type": "object", "properties": {}}}]
+CALLED = [ToolCallStart("call_1", "clock"), ToolCallDelta("{}"), ToolCallEnd(), Finish("tool_calls", Usage(5, 3))]
+
+
+@pytest.mark.parametrize(
+    ("new_input", "param", "message"),
+    [
+        ("And now?", "input", "No tool output found for function call call_1."),
+        (
+            [{"type": "function_call_output", "call_id": "call_9", "output": "12:00"}],
+            "input[0].call_id",
+            "No tool call found for function call output with call_id call_9.",
+        ),
+    ],
+)
+async def test_chained_calls_and_outputs_pair_up(new_input: Any, param: str, message: str) -> None:
+    store = DictStore()
+    await _turn(store, "one", {"input": "Time?", "tools": TOOLS}, CALLED)
+    chained = openai_responses.parse({"model": "m", "input": new_input, "previous_response_id": "resp_one"})
+    with pytest.raises(InvalidRequest) as caught:
+        await openai_responses.resolve(chained, store)
+    assert (caught.value.param, caught.value.message, caught.value.status) == (param, message, 400)
+
+
+@pytest.mark.parametrize("status", ["queued", "in_progress"])
+async def test_chaining_on_an_unfinished_background_response_is_400(status: str) -> None:
+    store = DictStore()
+    await _turn(store, "one", {"input": "Hi"}, [TextDelta("Hello"), _finish()])
+    store.data["resp_one"]["response"].update(status=status, background=True, output=[])
+    chained = openai_responses.parse({"model": "m", "input": "More", "previous_response_id": "resp_one"})
+    with pytest.raises(InvalidRequest) as caught:
+        await openai_responses.resolve(chained, store)
+    assert caught.value.param == "previous_response_id" and caught.value.status == 400
+    assert status.replace("_", " ") in caught.value.message
+    store.data["resp_one"]["response"]["status"] = "completed"
+    assert (await openai_responses.resolve(chained, store)).request.messages[-1] == Message("user", "More")
+
+
 async def _listing(store: DictStore, **query: str) -> dict[str, Any]:
     ctx = InfoContext(catalog=(), params={"response_id": "resp_two"}, headers={}, query=query)
     status, body = await _route("/responses/{response_id}/input_items", "GET").handle(ctx, store)

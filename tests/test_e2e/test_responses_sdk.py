@@ -143,9 +143,46 @@ def test_unsupported_input_is_a_400_naming_the_param(client: openai.OpenAI) -> N
 
 
 def test_routes_answer_raw_http(server) -> None:
-    reply = httpx.post(f"{server.url}/v1/responses/", json={"model": "default", "input": "Hi", "max_output_tokens": 2}, timeout=60)
+    reply = httpx.post(
+        f"{server.url}/v1/responses/", json={"model": "default", "input": "Hi", "max_output_tokens": 2}, timeout=60
+    )
     assert reply.status_code == 200 and reply.json()["object"] == "response"
     missing = httpx.get(f"{server.url}/v1/responses/resp_missing", timeout=60)
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
     wrong = httpx.post(f"{server.url}/v1/responses/resp_missing", json={}, timeout=60)
     assert wrong.status_code == 405
+
+
+def test_context_overflow_names_input_or_max_output_tokens(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        _create(client, "lorem ipsum " * 2000, max_output_tokens=4)
+    assert (caught.value.code, caught.value.param) == ("context_length_exceeded", "input")
+    with pytest.raises(openai.BadRequestError) as caught:
+        _create(client, max_output_tokens=100_000)
+    assert (caught.value.code, caught.value.param) == ("context_length_exceeded", "max_output_tokens")
+
+
+def test_input_items_page_through_the_sdk(client: openai.OpenAI) -> None:
+    first = _create(client, "One.", max_output_tokens=4)
+    second = _create(client, "Two.", previous_response_id=first.id, max_output_tokens=4)
+    page = client.responses.input_items.list(second.id, limit=2, order="asc")
+    assert page.data[0].content[0].text == "One."  # type: ignore[union-attr]
+    assert page.has_more and page.last_id == page.data[-1].id
+    rest = client.responses.input_items.list(second.id, limit=2, order="asc", after=page.last_id)
+    assert [item.content[0].text for item in rest.data] == ["Two."]  # type: ignore[union-attr]
+    assert not rest.has_more
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.input_items.list(second.id, after="msg_nope")
+    assert caught.value.param == "after"
+
+
+def test_hints_with_no_effect_here_are_refused(client: openai.OpenAI) -> None:
+    refused = [
+        ({"text": {"verbosity": "low"}}, "text.verbosity"),
+        ({"reasoning": {"summary": "auto"}}, "reasoning.summary"),
+        ({"include": ["reasoning.encrypted_content"]}, "include[0]"),
+    ]
+    for fields, param in refused:
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.responses.create(model="default", input=QUESTION, max_output_tokens=4, **fields)
+        assert caught.value.param == param

@@ -17,7 +17,7 @@ from asgi_llm.core import ImageInput, InvalidRequest, Message, Role, ToolCall, U
 from ...base import validate
 from ...images import checked_text, joined, url_image
 
-__all__ = ["Item", "messages", "normalize_input", "validate_at"]
+__all__ = ["Item", "Wire", "check_pairs", "messages", "normalize_input", "validate_at"]
 
 Item = dict[str, Any]
 """One conversation item in normalized wire form: `message`, `function_call`, `function_call_output`, `reasoning`."""
@@ -28,11 +28,13 @@ _TEXT_PARTS = ("input_text", "output_text")
 _ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 
 
-class _Wire(BaseModel):
+class Wire(BaseModel):
+    """A wire object: strict, keeping unknown fields (see `refuse_unrecognized`)."""
+
     model_config = ConfigDict(extra="allow", strict=True)
 
 
-class _Part(_Wire):
+class _Part(Wire):
     type: str
     text: str | None = None
     image_url: str | None = None
@@ -40,14 +42,14 @@ class _Part(_Wire):
     file_id: str | None = None
 
 
-class _MessageItem(_Wire):
+class _MessageItem(Wire):
     type: Literal["message"] = "message"
     role: Literal["user", "assistant", "system", "developer"]
     content: str | list[_Part]
     id: str | None = None
 
 
-class _FunctionCallItem(_Wire):
+class _FunctionCallItem(Wire):
     type: Literal["function_call"]
     call_id: str
     name: str
@@ -55,18 +57,18 @@ class _FunctionCallItem(_Wire):
     id: str | None = None
 
 
-class _FunctionCallOutputItem(_Wire):
+class _FunctionCallOutputItem(Wire):
     type: Literal["function_call_output"]
     call_id: str
     output: str | list[_Part]
     id: str | None = None
 
 
-class _ReasoningText(_Wire):
+class _ReasoningText(Wire):
     text: str
 
 
-class _ReasoningItem(_Wire):
+class _ReasoningItem(Wire):
     type: Literal["reasoning"]
     summary: list[_ReasoningText] = []
     content: list[_ReasoningText] | None = None
@@ -74,7 +76,10 @@ class _ReasoningItem(_Wire):
 
 
 def validate_at(model: type[M], data: Any, where: str) -> M:
-    """`validate` for one element of a list, naming params from the body's root (`input[2].call_id`)."""
+    """`validate` for one element of a list, naming params from the body's root (`input[2].call_id`);
+    one that is no object is refused in wire words, not by the model's class name."""
+    if not isinstance(data, dict):
+        raise InvalidRequest(f"Invalid value for '{where}': expected an object.", param=where)
     try:
         return validate(model, data)
     except InvalidRequest as exc:
@@ -143,18 +148,24 @@ def _texts(content: str | list[_Part], where: str) -> list[str]:
         return [checked_text(content, where)]
     texts = []
     for j, part in enumerate(content):
-        if part.type not in _TEXT_PARTS or part.text is None:
+        if part.type not in _TEXT_PARTS:
             raise Unsupported(f"Content part type '{part.type}' is not supported here.", param=f"{where}[{j}].type")
-        texts.append(checked_text(part.text, f"{where}[{j}].text"))
+        texts.append(_text(part, f"{where}[{j}]"))
     return texts
+
+
+def _text(part: _Part, where: str) -> str:
+    if part.text is None:
+        raise InvalidRequest(f"Missing required parameter: '{where}.text'.", param=f"{where}.text")
+    return checked_text(part.text, f"{where}.text")
 
 
 def _parts(content: list[_Part], where: str) -> list[Item]:
     """A user's (or system's) parts: text, and `input_image` by URL (checked here, read later)."""
     parts: list[Item] = []
     for j, part in enumerate(content):
-        if part.type in _TEXT_PARTS and part.text is not None:
-            parts.append({"type": "input_text", "text": checked_text(part.text, f"{where}[{j}].text")})
+        if part.type in _TEXT_PARTS:
+            parts.append({"type": "input_text", "text": _text(part, f"{where}[{j}]")})
             continue
         if part.type != "input_image":
             raise Unsupported(f"Content part type '{part.type}' is not supported here.", param=f"{where}[{j}].type")
@@ -184,6 +195,29 @@ def _with_id(item: Item, item_id: str | None) -> Item:
     """Ids come first when the client gave one; `record` numbers the rest."""
     head = {"id": item_id} if item_id is not None else {}
     return {**head, **item, "status": "completed"}
+
+
+def check_pairs(history: Sequence[Item], items: Sequence[Item]) -> None:
+    """Function calls and their outputs pair up as OpenAI pairs them: an output answers a call
+    made before it (in `history`, a stored conversation, or earlier in `items`, the request's
+    `input`), and every call has its output by the end of `items`."""
+    answered: dict[str, bool] = {}
+    for item in history:
+        if item["type"] in ("function_call", "function_call_output"):
+            answered[item["call_id"]] = item["type"] == "function_call_output"
+    for i, item in enumerate(items):
+        call_id: str = item.get("call_id", "")
+        if item["type"] == "function_call":
+            answered[call_id] = False
+        elif item["type"] == "function_call_output":
+            if call_id not in answered:
+                raise InvalidRequest(
+                    f"No tool call found for function call output with call_id {call_id}.", param=f"input[{i}].call_id"
+                )
+            answered[call_id] = True
+    for call_id, done in answered.items():
+        if not done:
+            raise InvalidRequest(f"No tool output found for function call {call_id}.", param="input")
 
 
 def messages(instructions: str | None, items: Iterable[Item], first: int = 0) -> tuple[Message, ...]:

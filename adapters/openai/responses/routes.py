@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from asgi_llm.core import (
     ChatRequest,
@@ -36,16 +34,29 @@ from ...base import (
     refuse_unrecognized,
     validate,
 )
-from ...json_output import json_object, json_schema, tool_parameters
+from ...json_output import checked_name, json_object, json_schema, tool_names, tool_parameters
 from ..common import effort_reasoning
-from .input import Item, messages, normalize_input, validate_at
+from .body import (
+    HANDLED,
+    LOGPROBS,
+    Body,
+    CountBody,
+    FunctionTool,
+    ResponsesBody,
+    TextFormat,
+    refuse_generation,
+    refuse_unsupported,
+)
+from .input import Item, check_pairs, messages, normalize_input, validate_at
 from .output import Output, ResponsesStream, finished, frames
 from .stored import ResponseNotFound, cancel, delete, input_items, retrieve
 
 __all__ = [
     "ROUTES",
+    "CountBody",
     "PreviousResponseNotFound",
     "ResponseNotFound",
+    "ResponsesBody",
     "ResponsesOptions",
     "encoder",
     "parse",
@@ -56,75 +67,12 @@ __all__ = [
     "resolve",
 ]
 
-_LOGPROBS = "message.output_text.logprobs"
 _ID_PREFIX = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "reasoning": "rs"}
 
 
 class PreviousResponseNotFound(LLMError):
     status = 404
     code = "previous_response_not_found"
-
-
-class _Wire(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)
-
-
-class _TextFormat(_Wire):
-    type: Literal["text", "json_object", "json_schema"]
-    name: Annotated[str, Field(min_length=1, max_length=64)] | None = None
-    description: str | None = None
-    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
-    strict: bool | None = None
-
-
-class _TextParam(_Wire):
-    format: _TextFormat | None = None
-    verbosity: Literal["low", "medium", "high"] | None = None
-
-
-class _ReasoningParam(_Wire):
-    effort: str | None = None
-    summary: str | None = None
-
-
-class _FunctionTool(_Wire):
-    type: Literal["function"]
-    name: str
-    description: str | None = None
-    parameters: dict[str, Any] | None = None
-    strict: bool | None = None
-
-
-class _Body(_Wire):
-    input: str | list[Any] | None = None  # items are checked one by one, so errors name `input[i]...`
-    instructions: str | None = None
-    max_output_tokens: Annotated[int, Field(ge=1)] | None = None
-    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
-    top_p: Annotated[float, Field(ge=0, le=1)] | None = None
-    top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
-    include: list[str] | None = None
-    tools: list[Any] | None = None
-    tool_choice: str | dict[str, Any] | None = None
-    parallel_tool_calls: bool | None = None
-    text: _TextParam | None = None
-    reasoning: _ReasoningParam | None = None
-    truncation: Literal["auto", "disabled"] | None = None
-    metadata: Annotated[dict[str, str], Field(max_length=16)] | None = None
-    store: bool | None = None
-    background: bool | None = None
-    previous_response_id: str | None = None
-    stream: bool | None = None
-    user: str | None = None
-    max_tool_calls: Annotated[int, Field(ge=1)] | None = None
-    speculative: bool | None = None  # ours: false, no drafted tokens (prompt lookup, grammar jump-forward)
-
-
-class ResponsesBody(_Body):
-    model: str
-
-
-class CountBody(_Body):
-    model: str | None = None  # optional here: a previous response can name it
 
 
 @dataclass(frozen=True)
@@ -142,53 +90,57 @@ class ResponsesOptions:
 
 def parse(body: Any) -> Parsed[ChatRequest, ResponsesOptions]:
     wire = validate(ResponsesBody, body)
-    return _parse(wire, wire.model)
+    refuse_generation(wire)
+    return _parse(wire, wire, HANDLED)
 
 
 def parse_count(body: Any) -> Parsed[ChatRequest, ResponsesOptions]:
     wire = validate(CountBody, body)
     if wire.model is None and wire.previous_response_id is None:
         raise InvalidRequest("Missing required parameter: 'model'.", param="model")
-    return _parse(wire, wire.model or "")
+    return _parse(wire, ResponsesBody.model_construct(model=wire.model or ""), ("conversation",))
 
 
-def _parse(wire: _Body, model: str) -> Parsed[ChatRequest, ResponsesOptions]:
-    _refuse_unsupported(wire)
-    refuse_unrecognized(wire, handled=_HANDLED)
+def _parse(wire: Body, gen: ResponsesBody, handled: tuple[str, ...]) -> Parsed[ChatRequest, ResponsesOptions]:
+    """`wire` is the body; `gen` holds what only generating reads (the body itself, or for a
+    count every such field unset); `handled`, the extras checked with words of their own."""
+    refuse_unsupported(wire)
+    refuse_unrecognized(wire, handled=handled)
     items = normalize_input(wire.input)
     if not items and wire.instructions is None and wire.previous_response_id is None:
         raise InvalidRequest("Missing required parameter: 'input'.", param="input")
+    if wire.previous_response_id is None:
+        check_pairs((), items)  # else `resolve` does, with the stored conversation
     tools, specs = _tools(wire.tools)
-    include = wire.include or []
     sampling = SamplingParams(
-        max_tokens=wire.max_output_tokens,
+        max_tokens=gen.max_output_tokens,
         max_tokens_param="max_output_tokens",
-        temperature=1.0 if wire.temperature is None else wire.temperature,
-        top_p=1.0 if wire.top_p is None else wire.top_p,
-        logprobs=_LOGPROBS in include or bool(wire.top_logprobs),
-        top_logprobs=wire.top_logprobs or 0,
+        temperature=1.0 if gen.temperature is None else gen.temperature,
+        top_p=1.0 if gen.top_p is None else gen.top_p,
+        logprobs=LOGPROBS in (gen.include or ()) or bool(gen.top_logprobs),
+        top_logprobs=gen.top_logprobs or 0,
         output_format=_output_format(wire.text.format if wire.text else None),
-        speculative=wire.speculative is not False,
+        speculative=gen.speculative is not False,
     )
     request = ChatRequest(
-        model=model,
+        model=gen.model,
         messages=messages(wire.instructions, items),
         sampling=sampling,
-        user=wire.user,
+        user=gen.user,
         tools=specs,
         tool_choice=_tool_choice(wire.tool_choice, {s.name for s in specs}),
-        parallel_tool_calls=wire.parallel_tool_calls is not False and wire.max_tool_calls != 1,
+        parallel_tool_calls=wire.parallel_tool_calls is not False and gen.max_tool_calls != 1,
         reasoning=effort_reasoning(wire.reasoning.effort if wire.reasoning else None, "reasoning.effort"),
         prompt_param="input",
     )
-    store = wire.store is not False
+    store = gen.store is not False
     options = ResponsesOptions(
-        wire.instructions, tuple(items), _echo(wire, tools, sampling), store, wire.previous_response_id
+        wire.instructions, tuple(items), _echo(wire, gen, tools, sampling), store, wire.previous_response_id
     )
-    return Parsed(request, options, stream=bool(wire.stream), background=bool(wire.background))
+    return Parsed(request, options, stream=bool(gen.stream), background=bool(gen.background))
 
 
-def _output_format(fmt: _TextFormat | None) -> OutputFormat | None:
+def _output_format(fmt: TextFormat | None) -> OutputFormat | None:
     if fmt is None or fmt.type == "text":
         return None
     if fmt.type == "json_object":
@@ -197,40 +149,16 @@ def _output_format(fmt: _TextFormat | None) -> OutputFormat | None:
         if getattr(fmt, field) is None:
             param = f"text.format.{field.rstrip('_')}"
             raise InvalidRequest(f"Missing required parameter: '{param}'.", param=param)
-    return json_schema(fmt.schema_, "text.format.schema", name=fmt.name, strict=fmt.strict)
+    name = checked_name(fmt.name or "", "text.format.name")
+    return json_schema(fmt.schema_, "text.format.schema", name=name, strict=fmt.strict)
 
 
-def _format_echo(fmt: _TextFormat | None) -> dict[str, Any]:
+def _format_echo(fmt: TextFormat | None) -> dict[str, Any]:
     """`text.format` as the response object reports it."""
     if fmt is None or fmt.type != "json_schema":
         return {"type": fmt.type if fmt else "text"}
     echo = {"type": "json_schema", "name": fmt.name, "schema": fmt.schema_, "strict": fmt.strict}
     return echo if fmt.description is None else {**echo, "description": fmt.description}
-
-
-_HANDLED = ("conversation", "prompt", "prompt_cache_key", "stream_options")
-"""Extras checked below. `prompt_cache_key` needs nothing done: every prompt's prefix is
-cached, whatever key routes it."""
-
-
-def _refuse_unsupported(wire: _Body) -> None:
-    """Never ignore what a client relies on: say it is unsupported, naming the param."""
-    if wire.truncation == "auto":
-        raise Unsupported("Automatic truncation is not supported; the input must fit the context.", param="truncation")
-    if wire.max_tool_calls is not None and wire.max_tool_calls != 1:
-        raise Unsupported("'max_tool_calls' can only be 1 (one call, as with parallel_tool_calls false).", param="max_tool_calls")
-    extra = wire.model_extra or {}
-    if wire.background and wire.store is False:
-        raise InvalidRequest("A background response is stored: 'store' cannot be false with it.", param="background")
-    for name in ("conversation", "prompt"):
-        if extra.get(name):
-            raise Unsupported(f"'{name}' is not supported by this server.", param=name)
-    options = extra.get("stream_options")
-    if options is not None and (not isinstance(options, dict) or set(options) - {"include_obfuscation"}):
-        raise InvalidRequest("'stream_options' takes only 'include_obfuscation'.", param="stream_options")
-    if options and options.get("include_obfuscation"):
-        param = "stream_options.include_obfuscation"
-        raise Unsupported("Stream obfuscation is not supported; send false or leave it out.", param=param)
 
 
 def _tools(raw: list[Any] | None) -> tuple[list[dict[str, Any]], tuple[ToolSpec, ...]]:
@@ -241,7 +169,7 @@ def _tools(raw: list[Any] | None) -> tuple[list[dict[str, Any]], tuple[ToolSpec,
             raise Unsupported(
                 f"Tools of type '{kind}' are not supported; use function tools.", param=f"tools[{i}].type"
             )
-        tool = validate_at(_FunctionTool, entry, f"tools[{i}]")
+        tool = validate_at(FunctionTool, entry, f"tools[{i}]")
         echo.append(
             {
                 "type": "function",
@@ -252,12 +180,15 @@ def _tools(raw: list[Any] | None) -> tuple[list[dict[str, Any]], tuple[ToolSpec,
             }
         )
         specs.append(ToolSpec(tool.name, tool.description, tool_parameters(tool.parameters, f"tools[{i}].parameters")))
+    tool_names([spec.name for spec in specs], lambda i: f"tools[{i}].name")
     return echo, tuple(specs)
 
 
 def _tool_choice(raw: str | dict[str, Any] | None, names: set[str]) -> ToolChoice:
     if raw is None:
         return "auto"
+    if raw == "required" and not names:
+        raise InvalidRequest("'tool_choice' is 'required', but no tools are given.", param="tool_choice")
     if isinstance(raw, str):
         if raw in ("auto", "none", "required"):
             return raw
@@ -270,37 +201,36 @@ def _tool_choice(raw: str | dict[str, Any] | None, names: set[str]) -> ToolChoic
     return name
 
 
-def _echo(wire: _Body, tools: list[dict[str, Any]], sampling: SamplingParams) -> dict[str, Any]:
-    """The request's settings as the response object reports them (defaults filled in)."""
-    reasoning = wire.reasoning or _ReasoningParam()
-    text: dict[str, Any] = {"format": _format_echo(wire.text.format if wire.text else None)}
-    if wire.text is not None and wire.text.verbosity is not None:
-        text["verbosity"] = wire.text.verbosity
+def _echo(wire: Body, gen: ResponsesBody, tools: list[dict[str, Any]], sampling: SamplingParams) -> dict[str, Any]:
+    """The request's settings as the response object reports them (defaults filled in;
+    `text.verbosity` and `reasoning.summary` are refused, so never set)."""
     choice = wire.tool_choice
     echo: dict[str, Any] = {
         "instructions": wire.instructions,
-        "max_output_tokens": wire.max_output_tokens,
-        "max_tool_calls": wire.max_tool_calls,
+        "max_output_tokens": gen.max_output_tokens,
+        "max_tool_calls": gen.max_tool_calls,
         "parallel_tool_calls": wire.parallel_tool_calls is not False,
         "previous_response_id": wire.previous_response_id,
-        "background": bool(wire.background),
-        "reasoning": {"effort": reasoning.effort, "summary": reasoning.summary},
-        "store": wire.store is not False,
+        "background": bool(gen.background),
+        "reasoning": {"effort": wire.reasoning.effort if wire.reasoning else None, "summary": None},
+        "store": gen.store is not False,
         "temperature": sampling.temperature,
-        "text": text,
+        "text": {"format": _format_echo(wire.text.format if wire.text else None)},
         "tool_choice": {"type": "function", "name": choice["name"]} if isinstance(choice, dict) else choice or "auto",
         "tools": tools,
         "top_logprobs": sampling.top_logprobs,
         "top_p": sampling.top_p,
         "truncation": "disabled",
-        "metadata": wire.metadata or {},
+        "metadata": gen.metadata or {},
     }
-    if wire.user is not None:
-        echo["user"] = wire.user
+    if gen.user is not None:
+        echo["user"] = gen.user
     return echo
 
 
-def render(parsed: Parsed[ChatRequest, ResponsesOptions], meta: Meta, events: Sequence[GenerationEvent]) -> dict[str, Any]:
+def render(
+    parsed: Parsed[ChatRequest, ResponsesOptions], meta: Meta, events: Sequence[GenerationEvent]
+) -> dict[str, Any]:
     out = Output(meta.request_id)
     for event in events:
         out.feed(event)
@@ -315,7 +245,9 @@ def render_count(parsed: Parsed[ChatRequest, ResponsesOptions], count: int) -> d
     return {"object": "response.input_tokens", "input_tokens": count}
 
 
-async def resolve(parsed: Parsed[ChatRequest, ResponsesOptions], store: StateStore) -> Parsed[ChatRequest, ResponsesOptions]:
+async def resolve(
+    parsed: Parsed[ChatRequest, ResponsesOptions], store: StateStore
+) -> Parsed[ChatRequest, ResponsesOptions]:
     """Puts the previous response's conversation before this request's input.
 
     Only this request's `instructions` apply: the previous ones are not carried over.
@@ -328,7 +260,15 @@ async def resolve(parsed: Parsed[ChatRequest, ResponsesOptions], store: StateSto
         raise PreviousResponseNotFound(
             f"Previous response with id '{options.previous_response_id}' not found.", param="previous_response_id"
         )
+    status = stored["response"].get("status")
+    if status in ("queued", "in_progress"):
+        raise InvalidRequest(
+            f"Previous response with id '{options.previous_response_id}' is still {status.replace('_', ' ')}; "
+            "chain on it once it has finished.",
+            param="previous_response_id",
+        )
     history = (*stored["input_items"], *stored["response"]["output"])
+    check_pairs(history, options.input_items)
     request = replace(
         parsed.request,
         model=parsed.request.model or stored["response"]["model"],
