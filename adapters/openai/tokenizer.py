@@ -11,8 +11,9 @@ from pydantic import Field
 from asgi_llm.core import DetokenizeRequest, TemplateRequest, TokenizeRequest, TokenizerResult
 
 from ..base import Parsed, TokenizerRoute, refuse_unrecognized, validate
-from .chat import NamedToolChoice, WireMessage, WireTool
+from .chat import NamedToolChoice, WireTool
 from .chat import parse as parse_chat
+from .chat_messages import WireMessage
 from .common import Wire
 
 __all__ = [
