@@ -173,6 +173,14 @@ class ChatRequest:
     prompt_param: str = "messages"
     """The request field the prompt came from (Responses' `input`), for a refusal that names it."""
 
+    @property
+    def prefill(self) -> str | None:
+        """The start the reply continues, where the conversation ends in the assistant's own words
+        (no tool calls), as Anthropic and llama.cpp's server take a prefill; None for a new turn.
+        The reply carries the continuation only."""
+        last = self.messages[-1] if self.messages else None
+        return last.content if last is not None and last.role == "assistant" and not last.tool_calls else None
+
 
 @dataclass(frozen=True)
 class CompletionRequest:

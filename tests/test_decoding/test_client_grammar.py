@@ -102,3 +102,11 @@ def test_a_finished_output_must_be_a_sentence() -> None:
     assert list(in_grammar(cut, grammar)) == cut  # the client's own stop sequence cut it
     with pytest.raises(InternalError):
         list(in_grammar([TextDelta("ye"), Finish("stop", Usage(1, 1))], grammar))
+
+
+def test_a_finished_output_is_a_sentence_with_the_prefill_it_continues() -> None:
+    grammar = client_grammar('root ::= "yes" | "no"', "grammar")
+    rest = [TextDelta("s"), Finish("stop", Usage(1, 1))]
+    assert list(in_grammar(rest, grammar, "ye")) == rest
+    with pytest.raises(InternalError):
+        list(in_grammar(rest, grammar))

@@ -248,6 +248,13 @@ def test_checked_output_passes_a_valid_document() -> None:
     assert list(checked_output(events, validator(PERSON))) == events
 
 
+def test_checked_output_reads_the_document_from_the_prefill_it_continues() -> None:
+    events = [TextDelta('an", "age": 3}'), _finish()]
+    assert list(checked_output(events, validator(PERSON), '{"name": "Al')) == events
+    with pytest.raises(InternalError):
+        list(checked_output(events, validator(PERSON)))  # the continuation alone is no document
+
+
 @pytest.mark.parametrize("text", ['{"name": "Al"}', '{"name": "Al", "age": 3', "not json"])
 def test_checked_output_raises_on_a_finished_bad_document(text: str) -> None:
     with pytest.raises(InternalError):

@@ -106,7 +106,7 @@ async def test_a_fault_in_the_grammar_ends_that_request_only(engine: LlamaCppEng
     def refuses(grammar: Any, token: int) -> bool:
         raise RuntimeError("the grammar broke")
 
-    monkeypatch.setattr(sampling, "_allows", refuses)  # only a grammar-held output asks it
+    monkeypatch.setattr(sampling, "allows", refuses)  # only a grammar-held output asks it
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
     structured = ChatRequest(
         model="m",

@@ -27,7 +27,7 @@ from asgi_llm.core import (
 from asgi_llm.engines.decoding.schema_gbnf import schema_gbnf
 from asgi_llm.engines.decoding.tool_calls import plan_calls
 from asgi_llm.engines.decoding.tool_detect import trigger_grammar
-from asgi_llm.engines.llamacpp import LlamaCppEngine, sampling
+from asgi_llm.engines.llamacpp import LlamaCppEngine, grammar_sampler, sampling
 
 from .local_engine import local_engine
 
@@ -105,7 +105,7 @@ async def test_trigger_grammars_prime_safely(engine: LlamaCppEngine, marker: str
     gbnf = trigger_grammar(call_gbnf, marker, call_text, parallel=True)
 
     def prime() -> bool:
-        primed = sampling._primed(model, gbnf, call_text)
+        primed = grammar_sampler.primed_grammar(model, gbnf, call_text)
         if primed is None:
             return False
         llama_cpp.llama_sampler_free(primed[0])

@@ -49,11 +49,14 @@ def _where(text: str, error: GrammarError) -> str:
     return f"{error} at line {line}, column {column}"
 
 
-def in_grammar(events: Iterable[GenerationEvent | None], grammar: Grammar) -> Iterator[GenerationEvent | None]:
+def in_grammar(
+    events: Iterable[GenerationEvent | None], grammar: Grammar, begun: str = ""
+) -> Iterator[GenerationEvent | None]:
     """One choice's events, passed on; a choice that ends on its own must have written a sentence
-    of `grammar` (one its budget ended was closed inside it by the closing watch, where the room
-    left allowed). One cut by a stop sequence is incomplete by the client's own choice."""
-    position = Position(grammar)
+    of `grammar` after the prefill it continues (`begun`; one its budget ended was closed inside it
+    by the closing watch, where the room left allowed). One cut by a stop sequence is incomplete
+    by the client's own choice."""
+    position = Position(grammar).advance(begun)
     for event in events:
         if isinstance(event, TextDelta):
             position = position.advance(event.text)

@@ -116,7 +116,14 @@ def constraint_for(
     """
     sampling = request.sampling
     grammars = grammars if grammars is not None else Grammars(entries=0)
+    begun = request.prefill if isinstance(request, ChatRequest) else None
     if isinstance(request, ChatRequest) and forces_call(request):
+        if begun:
+            raise InvalidRequest(
+                "The assistant's last message is a prefill the reply must continue, and a forced tool call "
+                "has no text to continue: drop the prefill or let the model choose ('tool_choice': 'auto').",
+                param=request.prompt_param,
+            )
         calls = plan_calls(request.tools, request.tool_choice, request.parallel_tool_calls, grammars=grammars)
         # The call's JSON must not be cut by a stop sequence; a call has no logprobs to report.
         sampling = replace(sampling, stop=(), logprobs=False, top_logprobs=0, output_format=None)
@@ -128,11 +135,13 @@ def constraint_for(
         own = grammars.own_grammar(fmt.grammar, fmt.param)
         shape = own.shape
         assert shape is not None  # a client's grammar is read, or refused
-        return Constraint(sampling, param=fmt.param, wrap=lambda events: in_grammar(events, shape), grammar=own)
+        return Constraint(
+            sampling, param=fmt.param, wrap=lambda events: in_grammar(events, shape, begun or ""), grammar=own
+        )
     if fmt is not None:
         enforced = _output(fmt, grammars)
         grammar = grammars.schema_grammar(enforced.form, fmt.param)
-        checked: Wrap = lambda events: checked_output(events, enforced.check)
+        checked: Wrap = lambda events: checked_output(events, enforced.check, begun or "")
         return Constraint(sampling, enforced.form, fmt.param, checked, grammar=grammar)
     if isinstance(request, ChatRequest) and offers_tools(request):
         lazy = _lazy_calls(request, grammars)

@@ -70,13 +70,16 @@ def relax_space(gbnf: str) -> str:
 _SPACES = re.compile(r"^(space(?:-\d+)?) ::= .*$", re.MULTILINE)
 
 
-def checked_output(events: Iterable[GenerationEvent | None], check: Validator) -> Iterator[GenerationEvent | None]:
-    """One choice's events, passed on; a choice that ends on its own must have produced a valid document.
+def checked_output(
+    events: Iterable[GenerationEvent | None], check: Validator, begun: str = ""
+) -> Iterator[GenerationEvent | None]:
+    """One choice's events, passed on; a choice that ends on its own must have produced a valid
+    document, after the prefill it continues (`begun`).
 
     One cut off by its token limit or a stop sequence is incomplete by the client's own
     choice, and goes unchecked. A document that does not validate is a bug, raised as such.
     """
-    texts: list[str] = []
+    texts: list[str] = [begun]
     for event in events:
         if isinstance(event, TextDelta):
             texts.append(event.text)

@@ -112,7 +112,7 @@ class Prompts:
 
     def chat_text(self, request: ChatRequest) -> str:
         """The text a chat's prompt is tokenized from (what `/apply-template` shows)."""
-        messages, prefill = _prefill(request.messages)
+        messages, prefill = _prefill(request)
         if offers_tools(request) and not self.facts.has_tools:
             messages = with_tools_note(messages, request.tools)
         elif not self.facts.has_tools:  # no tools now, yet the calls made earlier stay in the prompt
@@ -201,10 +201,8 @@ def _closed_block(prompt: str) -> str:
     return prompt + ("\n\n" if opened else f"{THINK[0]}\n\n") + f"{THINK[1]}\n\n"
 
 
-def _prefill(messages: tuple[Message, ...]) -> tuple[tuple[Message, ...], str]:
-    """A conversation that ends in the assistant's own words (no tool calls) is continued, not
-    answered by a new turn: the turns before it, and the start the reply must continue from (how
-    Anthropic and llama.cpp's server take a prefill). The reply carries the continuation only."""
-    if messages and messages[-1].role == "assistant" and not messages[-1].tool_calls:
-        return messages[:-1], messages[-1].content
-    return messages, ""
+def _prefill(request: ChatRequest) -> tuple[tuple[Message, ...], str]:
+    """A conversation that ends in a prefill (`ChatRequest.prefill`) is continued, not answered by
+    a new turn: the turns before it, and the start the reply must continue from."""
+    prefill = request.prefill
+    return (request.messages, "") if prefill is None else (request.messages[:-1], prefill)

@@ -207,6 +207,7 @@ class Runtime:
         setting = self.lora.setting(request.adapters)
         end = self.prompts.used.end
         ends = (end,) if end is not None and chat is not None and not constraint.held else ()  # a grammar ends it
+        begun = (chat.prefill or "", chat.prompt_param) if chat is not None and grammar is not None else ("", "")
 
         def choice(tokens: list[int], index: int, echo: str | None, first: bool) -> TokenChoice:
             read = self._prompt_logprobs(tokens, params.top_logprobs, setting) if echo and params.logprobs else ()
@@ -221,6 +222,7 @@ class Runtime:
                 lazy=lazy,
                 control_pieces=self._think_tokens,
                 call_markers=self._markers,
+                begun=begun,
             )
             self.prompts.check_room(sampling, request.sampling)
             output = Output(

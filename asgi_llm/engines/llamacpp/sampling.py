@@ -15,7 +15,7 @@ import llama_cpp
 import numpy as np
 from llama_cpp import _internals
 
-from ...core.errors import InternalError, Unsupported
+from ...core.errors import Unsupported
 from ...core.events import TokenLogprob, TopLogprob
 from ...core.requests import SamplingParams
 from ..decoding.closing import Closer
@@ -25,6 +25,7 @@ from ..decoding.gbnf import Grammar
 from ..decoding.tool_calls import JsonValues, canonical_json
 from ..decoding.tool_detect import CallDetector, call_level, trigger_grammar
 from .grammar_pick import TOKEN_DATA, best_allowed, token_view
+from .grammar_sampler import allows, continuing_grammar, primed_grammar
 from .native import Model
 from .picks import PENALTY_WINDOW, GreedyPick, bounded, fast_pick, penalized, top_k
 
@@ -126,47 +127,6 @@ def _chain(params: SamplingParams, seed: int, n_vocab: int) -> Any:
     return chain
 
 
-def _grammar_sampler(model: Model, gbnf: str) -> Any:
-    """A grammar sampler of its own, not in any chain yet; the caller frees it or hands it on."""
-    sampler = llama_cpp.llama_sampler_init_grammar(model.vocab, gbnf.encode("utf-8"), b"root")
-    if not sampler:
-        raise InternalError("The output grammar could not be built.")
-    return sampler
-
-
-def _allows(grammar: Any, token: int) -> bool:
-    data = (llama_cpp.llama_token_data * 1)(llama_cpp.llama_token_data(token, 0.0, 0.0))
-    candidates = llama_cpp.llama_token_data_array(data=data, size=1, selected=-1, sorted=False)
-    llama_cpp.llama_sampler_apply(grammar, ctypes.byref(candidates))
-    return math.isfinite(data[0].logit)
-
-
-def _primed(model: Model, gbnf: str, text: str) -> tuple[Any, str] | None:
-    """A grammar sampler that has taken `text` already, and the text as its tokens spell it;
-    None where it would not.
-
-    A token the grammar does not allow must never reach `llama_sampler_accept`: llama.cpp
-    throws from there, and an exception cannot cross into Python. Each is checked first.
-    """
-    try:
-        grammar = _grammar_sampler(model, gbnf)
-    except InternalError:
-        log.warning("llama.cpp rejected a tool-call grammar")
-        return None
-    tokens = model.tokenize(text, add_bos=False, special=False) if text else []
-    spelled = b"".join(model.piece(t) for t in tokens).decode("utf-8", "replace")
-    primed = spelled in (text, " " + text)
-    for token in tokens if primed else ():
-        if not _allows(grammar, token):
-            primed = False
-            break
-        llama_cpp.llama_sampler_accept(grammar, token)
-    if not primed:
-        llama_cpp.llama_sampler_free(grammar)
-        return None
-    return grammar, spelled
-
-
 class Sampling:
     """One choice's sampling: the sampler chain, and a grammar beside it when the output is held to one.
 
@@ -179,8 +139,9 @@ class Sampling:
     the budget left has room for the call's shortest ending, the call is `held_call`: it will end
     inside its grammar, so its arguments can stream and no stop sequence may cut it.
 
-    A grammar comes with a `Closer`, which ends the output inside the grammar before its token
-    budget runs out; with `distinct` set, a complete JSON value at that nesting level (a call)
+    A held grammar first takes `begun`, the prefill the output continues (and the field it came
+    in, named where the grammar cannot begin with it). A grammar comes with a `Closer`, which ends
+    the output inside the grammar before its token budget runs out; with `distinct` set, a complete JSON value at that nesting level (a call)
     that repeats an earlier one ends the output too, and so does a repeated call after a lazy one
     began, where parallel calls are allowed.
     """
@@ -198,6 +159,7 @@ class Sampling:
         lazy: tuple[LazyCalls, str | None] | None = None,
         control_pieces: Mapping[int, bytes] = {},
         call_markers: Mapping[int, bytes] = {},
+        begun: tuple[str, str] = ("", ""),
     ) -> None:
         self._model = model
         self._logits = logits
@@ -213,7 +175,8 @@ class Sampling:
         self._candidates: Any = None
         self._closer: Closer | None = None
         if grammar is not None:
-            self._hold(_grammar_sampler(model, grammar), shape)
+            held, spelled = continuing_grammar(model, grammar, *begun)
+            self._hold(held, shape, spelled)
         self._values = JsonValues(distinct) if distinct is not None else None
         self._seen: set[str] = set()
         self._watching = lazy is not None  # for calls in free text
@@ -276,13 +239,13 @@ class Sampling:
             token = int(self._chain.sample(context, row))
         grammar = self._grammar
         if grammar is not None:
-            if not _allows(grammar, token):
+            if not allows(grammar, token):
                 allowed = self._allowed(row, grammar)
                 if allowed is None:
                     return self._stranded()
                 token = allowed
             if self._closer is not None:
-                token = self._closer.choose(token, remaining, lambda t: _allows(grammar, t))
+                token = self._closer.choose(token, remaining, lambda t: allows(grammar, t))
             llama_cpp.llama_sampler_accept(grammar, token)
         self._took(token)
         return token
@@ -320,7 +283,7 @@ class Sampling:
         if self._plain and (best := best_allowed(logits, grammar)) is not None:
             return best
         token = self._pick(row, grammar)
-        if _allows(grammar, token):
+        if allows(grammar, token):
             return token
         candidates, view = self._filled(0.0)
         llama_cpp.llama_sampler_apply(grammar, ctypes.byref(view))
@@ -368,7 +331,7 @@ class Sampling:
         calls, call_gbnf = self._lazy
         assert call_gbnf is not None
         gbnf = trigger_grammar(call_gbnf, trigger.marker or "", trigger.call_text, calls.parallel)
-        primed = _primed(self._model, gbnf, trigger.call_text)
+        primed = primed_grammar(self._model, gbnf, trigger.call_text)
         if primed is not None:
             grammar, spelled = primed
             shape = calls.shapes[gbnf] if gbnf in calls.shapes else readable(gbnf)  # read before, off this thread
