@@ -20,6 +20,7 @@ SOURCES = {"asgi_llm": ROOT / "asgi_llm", "asgi_llm.adapters": ROOT / "adapters"
 _ADAPTER_SHARED = (
     "asgi_llm.core",
     "asgi_llm.adapters.base",
+    "asgi_llm.adapters.wire_checks",
     "asgi_llm.adapters.json_output",
     "asgi_llm.adapters.logprobs",
     "asgi_llm.adapters.images",
