@@ -4,7 +4,7 @@ the core's `Message`s (text, with the image marker where each user image was).""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Literal
+from typing import Any, Literal
 
 from asgi_llm.core import ImageInput, InvalidRequest, Message, ToolCall, Unsupported
 
@@ -23,6 +23,8 @@ class ContentPart(Wire):
     type: str
     text: str | None = None
     image_url: ImageUrl | None = None
+    input_audio: dict[str, Any] | None = None  # an `input_audio` part's, refused with its type
+    file: dict[str, Any] | None = None  # a `file` part's, refused with its type
 
 
 class WireFunctionCall(Wire):

@@ -33,6 +33,7 @@ __all__ = [
     "checked_call",
     "forced_calls",
     "plan_calls",
+    "with_calls_as_text",
     "with_tools_note",
 ]
 
@@ -115,11 +116,17 @@ def with_tools_note(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> t
         + json.dumps(listed, ensure_ascii=False)
         + '\nTo call a tool, answer with JSON: {"name": <the tool\'s name>, "arguments": <its arguments>}.'
     )
-    messages = tuple(_calls_as_text(m) if m.tool_calls else m for m in messages)
+    messages = with_calls_as_text(messages)
     if messages and messages[0].role == "system":
         first = messages[0]
         return (replace(first, content=f"{first.content}\n\n{note}" if first.content else note), *messages[1:])
     return (Message(role="system", content=note), *messages)
+
+
+def with_calls_as_text(messages: Sequence[Message]) -> tuple[Message, ...]:
+    """The conversation with each earlier turn's calls written into its text (`_calls_as_text`),
+    for a template with no place for tools, whether or not tools are offered now."""
+    return tuple(_calls_as_text(m) if m.tool_calls else m for m in messages)
 
 
 def _calls_as_text(message: Message) -> Message:

@@ -14,7 +14,7 @@ from ...core.requests import ChatRequest, GenerationRequest, Message, SamplingPa
 from ...core.templates import template_in_use
 from ..decoding.constraints import offers_tools
 from ..decoding.reasoning import ReasoningSplitter
-from ..decoding.tool_calls import _calls_as_text, with_tools_note
+from ..decoding.tool_calls import with_calls_as_text, with_tools_note
 from .chat_template import ChatTemplate
 from .native import Model
 from .prompt_bound import TooLong, at_least, bounded_tokens
@@ -116,7 +116,7 @@ class Prompts:
         if offers_tools(request) and not self.facts.has_tools:
             messages = with_tools_note(messages, request.tools)
         elif not self.facts.has_tools:  # no tools now, yet the calls made earlier stay in the prompt
-            messages = tuple(_calls_as_text(m) if m.tool_calls else m for m in messages)
+            messages = with_calls_as_text(messages)
         thinking = self.thinking(request)
         text = self.template.render(messages, tools=request.tools, enable_thinking=thinking)
         if thinking is False and self.facts.thinks and not self.facts.switch:
