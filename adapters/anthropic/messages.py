@@ -50,6 +50,7 @@ class ImageSource(Wire):
     media_type: str | None = None
     data: str | None = None
     url: str | None = None
+    file_id: str | None = None  # a `file` source's: refused with its type
 
 
 class Block(Wire):
@@ -65,6 +66,8 @@ class Block(Wire):
     content: list[Block] | str | None = None
     is_error: bool | None = None
     thinking: str | None = None
+    signature: str | None = None  # a thinking block's, sent back: nothing here to check it with (stream.py)
+    data: str | None = None  # a redacted_thinking block's: another server's sealed thinking, unreadable here
     source: ImageSource | None = None
     cache_control: WireCacheControl | None = None
 

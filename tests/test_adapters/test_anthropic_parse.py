@@ -404,7 +404,7 @@ def test_a_turn_of_tool_results_only_has_no_user_message() -> None:
 
 
 def test_unknown_fields_are_refused_and_inert_ones_pass() -> None:
-    parsed = anthropic_messages.parse(body(service_tier="auto", container=None, metadata={"user_id": "u", "x": 1}))
+    parsed = anthropic_messages.parse(body(service_tier="auto", container=None, metadata={"user_id": "u", "x": None}))
     assert parsed.request.user == "u"  # one tier serves every request; a null field is not set
     with pytest.raises(InvalidRequest) as caught:
         anthropic_messages.parse(body(container="c-1"))
