@@ -132,7 +132,6 @@ UNSUPPORTED = [
     pytest.param(body(prompt={"id": "pmpt_1"}), "prompt", id="prompt-template"),
     pytest.param(body(prompt={}), "prompt", id="prompt-empty-object"),
     pytest.param(body(prompt=""), "prompt", id="prompt-empty"),
-    pytest.param(body(include=[LOGPROBS, "reasoning.encrypted_content"]), "include[1]", id="include-encrypted"),
     pytest.param(body(include=["message.input_image.image_url"]), "include[0]", id="include-image-url"),
     pytest.param(body(text={"verbosity": "low"}), "text.verbosity", id="text-verbosity"),
     pytest.param(body(reasoning={"effort": "high", "summary": "auto"}), "reasoning.summary", id="reasoning-summary"),

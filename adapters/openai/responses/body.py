@@ -12,6 +12,7 @@ from asgi_llm.core import InvalidRequest, Unsupported
 
 from ...base import refuse_unrecognized
 from .input import Wire, validate_at
+from .sealed import INCLUDE
 
 __all__ = [
     "HANDLED",
@@ -33,11 +34,12 @@ _INCLUDABLE = (
     "message.input_image.image_url",
     "computer_call_output.output.image_url",
     "code_interpreter_call.outputs",
-    "reasoning.encrypted_content",
+    INCLUDE,
     LOGPROBS,
 )
-"""The spec's `include` values; only `LOGPROBS` means anything here (no built-in tools, no
-encrypted reasoning: a reasoning item's text is given in the clear)."""
+"""The spec's `include` values; `LOGPROBS` and sealed reasoning (`sealed.py`) mean something
+here, the rest are for built-in tools and stored files this server does not have."""
+_HONOURED = (LOGPROBS, INCLUDE)
 
 
 class TextFormat(Wire):
@@ -144,9 +146,10 @@ def refuse_generation(wire: ResponsesBody) -> None:
     for i, value in enumerate(wire.include or ()):
         if value not in _INCLUDABLE:
             raise InvalidRequest(f"Invalid value for 'include[{i}]': '{value}'.", param=f"include[{i}]")
-        if value != LOGPROBS:
+        if value not in _HONOURED:
             raise Unsupported(
-                f"'include' value '{value}' is not supported; only '{LOGPROBS}' is.", param=f"include[{i}]"
+                f"'include' value '{value}' is not supported; only '{LOGPROBS}' and '{INCLUDE}' are.",
+                param=f"include[{i}]",
             )
     _refuse_metadata(wire.metadata or {})
     _refuse_extras(wire.model_extra or {})

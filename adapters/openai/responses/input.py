@@ -14,8 +14,9 @@ from pydantic import BaseModel, ConfigDict
 
 from asgi_llm.core import ImageInput, InvalidRequest, Message, Role, ToolCall, Unsupported
 
-from ...base import validate
+from ...base import refuse_unrecognized, validate
 from ...images import checked_text, joined, url_image
+from .sealed import unseal
 
 __all__ = ["Item", "Wire", "check_pairs", "messages", "normalize_input", "validate_at"]
 
@@ -40,39 +41,46 @@ class _Part(Wire):
     image_url: str | None = None
     detail: str | None = None
     file_id: str | None = None
+    annotations: list[Any] | None = None  # an `output_text` part sent back as it came: its text is what counts
+    logprobs: list[Any] | None = None
 
 
-class _MessageItem(Wire):
+class _Item(Wire):
+    """What every item may carry back from an earlier output: its id, and its status then."""
+
+    id: str | None = None
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+
+
+class _MessageItem(_Item):
     type: Literal["message"] = "message"
     role: Literal["user", "assistant", "system", "developer"]
     content: str | list[_Part]
-    id: str | None = None
 
 
-class _FunctionCallItem(Wire):
+class _FunctionCallItem(_Item):
     type: Literal["function_call"]
     call_id: str
     name: str
     arguments: str
-    id: str | None = None
 
 
-class _FunctionCallOutputItem(Wire):
+class _FunctionCallOutputItem(_Item):
     type: Literal["function_call_output"]
     call_id: str
     output: str | list[_Part]
-    id: str | None = None
 
 
 class _ReasoningText(Wire):
+    type: Literal["summary_text", "reasoning_text"] | None = None
     text: str
 
 
-class _ReasoningItem(Wire):
+class _ReasoningItem(_Item):
     type: Literal["reasoning"]
     summary: list[_ReasoningText] = []
     content: list[_ReasoningText] | None = None
-    id: str | None = None
+    encrypted_content: str | None = None  # ours only: see `sealed.py`
 
 
 def validate_at(model: type[M], data: Any, where: str) -> M:
@@ -81,10 +89,12 @@ def validate_at(model: type[M], data: Any, where: str) -> M:
     if not isinstance(data, dict):
         raise InvalidRequest(f"Invalid value for '{where}': expected an object.", param=where)
     try:
-        return validate(model, data)
+        value = validate(model, data)
     except InvalidRequest as exc:
         param = f"{where}.{exc.param}" if exc.param else where
         raise InvalidRequest(exc.message.replace(f"'{exc.param}'", f"'{param}'"), param=param) from None
+    refuse_unrecognized(value, prefix=f"{where}.")
+    return value
 
 
 def normalize_input(raw: str | Sequence[Any] | None) -> list[Item]:
@@ -132,6 +142,9 @@ def _read_reasoning(raw: Any, where: str) -> Item:
     item: Item = {"type": "reasoning", "summary": [{"type": "summary_text", "text": s.text} for s in thought.summary]}
     if thought.content is not None:
         item["content"] = [{"type": "reasoning_text", "text": c.text} for c in thought.content]
+    elif thought.encrypted_content is not None:  # a client that keeps no state sends its reasoning back so
+        text = unseal(thought.encrypted_content, f"{where}.encrypted_content")
+        item["content"] = [{"type": "reasoning_text", "text": text}]
     return _with_id(item, thought.id)
 
 

@@ -29,6 +29,7 @@ from asgi_llm.core import (
 from ...base import Meta, stream_json
 from ...logprobs import token_logprobs
 from .input import Item
+from .sealed import seal
 
 __all__ = ["Output", "ResponsesStream", "finished", "frames", "response_id", "response_object", "usage_dict"]
 
@@ -49,8 +50,9 @@ class Output:
     open and close on their own events; `Finish` closes whatever is still open.
     """
 
-    def __init__(self, request_id: str) -> None:
+    def __init__(self, request_id: str, *, sealed: bool = False) -> None:
         self.items: list[Item] = []
+        self._sealed = sealed  # reasoning items carry `encrypted_content` (sealed.py)
         self.finish: Finish | None = None
         self._rid = request_id
         self._text: int | None = None  # output index of the open message or reasoning item
@@ -125,6 +127,8 @@ class Output:
             done = {"type": "response.output_text.done", **where, "text": part["text"], "logprobs": part["logprobs"]}
         else:
             done = {"type": "response.reasoning_text.done", **where, "text": part["text"]}
+            if self._sealed:
+                item["encrypted_content"] = seal(part["text"])
         part_done = {"type": "response.content_part.done", **where, "part": part}
         return [done, part_done, _item_event("response.output_item.done", index, item)]
 
@@ -239,10 +243,10 @@ class ResponsesStream:
 
     media_type = "text/event-stream"
 
-    def __init__(self, echo: Mapping[str, Any], meta: Meta, *, keep: bool = False) -> None:
+    def __init__(self, echo: Mapping[str, Any], meta: Meta, *, keep: bool = False, sealed: bool = False) -> None:
         self._echo = echo
         self._meta = meta
-        self._out = Output(meta.request_id)
+        self._out = Output(meta.request_id, sealed=sealed)
         self._sequence = 0
         self._final: dict[str, Any] | None = None
         self._kept: list[Event] | None = [] if keep else None

@@ -49,6 +49,7 @@ from .body import (
 )
 from .input import Item, check_pairs, messages, normalize_input, validate_at
 from .output import Output, ResponsesStream, finished, frames
+from .sealed import INCLUDE
 from .stored import ResponseNotFound, cancel, delete, input_items, retrieve
 
 __all__ = [
@@ -86,6 +87,8 @@ class ResponsesOptions:
     previous_response_id: str | None = None
     history: tuple[Item, ...] = ()
     """The previous response's whole conversation, filled in by `resolve`."""
+    sealed: bool = False
+    """Reasoning items carry `encrypted_content` (`include`; sealed.py)."""
 
 
 def parse(body: Any) -> Parsed[ChatRequest, ResponsesOptions]:
@@ -134,9 +137,8 @@ def _parse(wire: Body, gen: ResponsesBody, handled: tuple[str, ...]) -> Parsed[C
         prompt_param="input",
     )
     store = gen.store is not False
-    options = ResponsesOptions(
-        wire.instructions, tuple(items), _echo(wire, gen, tools, sampling), store, wire.previous_response_id
-    )
+    echo, sealed = _echo(wire, gen, tools, sampling), INCLUDE in (gen.include or ())
+    options = ResponsesOptions(wire.instructions, tuple(items), echo, store, wire.previous_response_id, sealed=sealed)
     return Parsed(request, options, stream=bool(gen.stream), background=bool(gen.background))
 
 
@@ -231,14 +233,14 @@ def _echo(wire: Body, gen: ResponsesBody, tools: list[dict[str, Any]], sampling:
 def render(
     parsed: Parsed[ChatRequest, ResponsesOptions], meta: Meta, events: Sequence[GenerationEvent]
 ) -> dict[str, Any]:
-    out = Output(meta.request_id)
+    out = Output(meta.request_id, sealed=parsed.options.sealed)
     for event in events:
         out.feed(event)
     return finished(meta, parsed.options.echo, out)
 
 
 def encoder(parsed: Parsed[ChatRequest, ResponsesOptions], meta: Meta) -> ResponsesStream:
-    return ResponsesStream(parsed.options.echo, meta, keep=parsed.background)
+    return ResponsesStream(parsed.options.echo, meta, keep=parsed.background, sealed=parsed.options.sealed)
 
 
 def render_count(parsed: Parsed[ChatRequest, ResponsesOptions], count: int) -> dict[str, Any]:
