@@ -81,6 +81,9 @@ class Meta:
     first token (a stream opens after that); None where it tells only at the finish."""
     trace: str | None = None
     """The request's `x-request-id`, which an error event in a begun stream carries."""
+    decoded: tuple[int, int] | None = None
+    """When a whole reply's first and last events came (`time.perf_counter_ns`), for a protocol
+    that reports its own timings (Ollama's durations); None in a stream, which sees them come."""
 
 
 @dataclass(frozen=True)

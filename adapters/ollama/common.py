@@ -238,9 +238,9 @@ def durations_since(
 ) -> Durations:
     """A reply's durations, all on `Started`'s clock: the total from the request's start to
     `end_ns`; with the instants its first and last events came, the prompt's evaluation (start
-    to first: a wait for the model counts in it) and the output's (first to last). A whole-body
-    reply sees its events only once all are made, so its whole time counts as evaluation. No
-    load is timed apart: `load_duration` is 0."""
+    to first: a wait for the model counts in it) and the output's (first to last; a whole-body
+    reply's from `Meta.decoded`). Without them the whole time counts as the output's. No load
+    is timed apart: `load_duration` is 0."""
     total = max(0, end_ns - started.ns)
     if first_ns is None:
         return {"total_duration": total, "load_duration": 0, "prompt_eval_duration": 0, "eval_duration": total}

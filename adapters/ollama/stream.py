@@ -130,7 +130,7 @@ def render_reply(
     body = {**_head(meta), **fields(whole)}
     if parsed.request.sampling.logprobs:
         body["logprobs"] = token_logprobs(whole.logprobs)
-    return {**body, **_done(turn.finish, durations_since(parsed.options, now_ns()))}
+    return {**body, **_done(turn.finish, durations_since(parsed.options, now_ns(), *(meta.decoded or (None, None))))}
 
 
 class NdjsonStream(Unrecorded):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import time
 import urllib.parse
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any
@@ -162,8 +163,10 @@ class Endpoint:
             elif parsed.stream:
                 await call.until(lambda: self._stream(route, parsed, started, events, meter, store, send, serving))
             else:
-                collected = await call.until(lambda: _collect(events, meter))
-                final = route.render(parsed, dataclasses.replace(started, model=serving.model), collected)
+                collected, decoded = await call.until(lambda: _collect(events, meter))
+                final = route.render(
+                    parsed, dataclasses.replace(started, model=serving.model, decoded=decoded), collected
+                )
                 await _record(route, parsed, final, store)  # before the client can ask for it
                 await send_json(send, 200, final)
 
@@ -260,14 +263,20 @@ async def _record(route: GenerateRoute[Any, Any], parsed: Any, final: Any, store
         await route.record(parsed, final, store)
 
 
-async def _collect(events: AsyncGenerator[EngineEvent, None], meter: Meter) -> list[GenerationEvent]:
+async def _collect(
+    events: AsyncGenerator[EngineEvent, None], meter: Meter
+) -> tuple[list[GenerationEvent], tuple[int, int] | None]:
+    """A whole reply's events, and when its first and last came (`Meta.decoded`)."""
     collected: list[GenerationEvent] = []
+    first = last = 0
     async for event in events:
         if isinstance(event, (PromptRead, Queued)):
             continue  # a whole reply carries the prompt's count in its usage
+        last = time.perf_counter_ns()
+        first = first or last
         meter.event(event)
         collected.append(event)
-    return collected
+    return collected, (first, last) if collected else None
 
 
 def _capped(parsed: Parsed[Any, Any], cap: int | None) -> Parsed[Any, Any]:

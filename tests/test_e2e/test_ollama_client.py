@@ -207,8 +207,8 @@ def test_durations_are_measured_from_the_request_start(client: ollama.Client, st
     assert isinstance(last, ollama.GenerateResponse) and last.total_duration is not None
     parts = (last.load_duration or 0) + (last.prompt_eval_duration or 0) + (last.eval_duration or 0)
     assert 0 < parts <= last.total_duration <= took  # never the fraction of a second `created` rounds away
-    if stream:
-        assert (last.prompt_eval_duration or 0) > 0 and (last.eval_duration or 0) > 0
+    assert (last.prompt_eval_duration or 0) > 0 and (last.eval_duration or 0) > 0  # a whole reply's too
+    assert (last.eval_duration or 0) < last.total_duration  # the prompt's share is not counted as output
 
 
 def test_invalid_format_schema_is_400(client: ollama.Client) -> None:
