@@ -49,8 +49,10 @@ from .common import (
     Wire,
     adapter_scales,
     effort_reasoning,
+    refuse_service,
     render_error,
     sampling_params,
+    served_user,
     sse,
     stop_problem,
     stream_flags,
@@ -111,6 +113,16 @@ class ChatBody(SamplingBody):
     reasoning_effort: str | None = None
     chat_template_kwargs: dict[str, Any] | None = None
     """vLLM's and llama.cpp's server's way to pass `enable_thinking`; the one key honoured here."""
+    store: bool | None = None
+    """False is honoured (nothing is stored); true is refused: chat completions are not stored here."""
+    service_tier: str | None = None
+    """`auto` or `default`: one tier serves every request (`refuse_service`)."""
+    prompt_cache_key: str | None = None
+    """Needs nothing done, as on /responses: every prompt's prefix is cached, whatever key routes it."""
+    prompt_cache_retention: str | None = None
+    """`in_memory`, where the prompt cache is (`refuse_service`)."""
+    safety_identifier: str | None = None
+    """The request's user where `user` is not given (`served_user`)."""
 
 
 @dataclass(frozen=True)
@@ -143,7 +155,7 @@ def parse(body: Any) -> Parsed[ChatRequest, ChatOptions]:
         messages=noted(messages, note) if note else messages,
         sampling=sampling,
         n=wire.n or 1,
-        user=wire.user,
+        user=served_user(wire.user, wire.safety_identifier),
         tools=tuple(
             ToolSpec(f.name, f.description, tool_parameters(f.parameters, f"tools[{i}].function.parameters"))
             for i, f in enumerate(t.function for t in wire.tools or ())
@@ -215,6 +227,9 @@ def _refuse_unsupported(wire: ChatBody) -> None:
     extra = wire.model_extra or {}
     if extra.get("audio") or extra.get("modalities") not in (None, ["text"]):
         raise Unsupported("Only text output is supported.", param="modalities")
+    if wire.store:
+        raise Unsupported("Chat completions are not stored here; send 'store' false or leave it out.", param="store")
+    refuse_service(wire.service_tier, wire.prompt_cache_retention)
 
 
 def _format_note(fmt: ResponseFormat | None) -> str | None:

@@ -11,7 +11,16 @@ from asgi_llm.core import ImageInput, InvalidRequest, Message, ToolCall, Unsuppo
 from ..images import checked_text, joined, url_image
 from .common import Wire
 
-__all__ = ["ContentPart", "ImageUrl", "WireFunctionCall", "WireMessage", "WireToolCall", "message", "noted"]
+__all__ = [
+    "CacheControl",
+    "ContentPart",
+    "ImageUrl",
+    "WireFunctionCall",
+    "WireMessage",
+    "WireToolCall",
+    "message",
+    "noted",
+]
 
 
 class ImageUrl(Wire):
@@ -19,20 +28,36 @@ class ImageUrl(Wire):
     detail: str | None = None
 
 
+class CacheControl(Wire):
+    """Anthropic's prompt-caching breakpoint, which LiteLLM and Cline put on chat parts and
+    messages: inert, as Anthropic's own breakpoints are here, since every prefix is cached
+    anyway (docs/protocols.md, Prompt caching). Only this exact shape: another is refused."""
+
+    type: Literal["ephemeral"]
+
+
 class ContentPart(Wire):
     type: str
     text: str | None = None
     image_url: ImageUrl | None = None
+    refusal: str | None = None  # an assistant's `refusal` part: read as its words
     input_audio: dict[str, Any] | None = None  # an `input_audio` part's, refused with its type
     file: dict[str, Any] | None = None  # a `file` part's, refused with its type
+    cache_control: CacheControl | None = None
 
 
 class WireFunctionCall(Wire):
     name: str
     arguments: str
+    parsed_arguments: Any = None
+    """Inert: the openai SDK's own parse of `arguments` (`pydantic_function_tool`), sent back
+    with the call; `arguments` is what counts."""
 
 
 class WireToolCall(Wire):
+    index: int | None = None
+    """Inert: the call's place in a stream, which the openai SDK's (and LangChain's, LiteLLM's)
+    accumulator keeps on the calls it builds and sends back; the list's order is what counts."""
     id: str
     type: Literal["function"] = "function"
     function: WireFunctionCall
@@ -44,6 +69,15 @@ class WireMessage(Wire):
     name: str | None = None
     tool_calls: list[WireToolCall] | None = None
     tool_call_id: str | None = None
+    reasoning_content: str | None = None
+    """An assistant's reasoning, as this server's replies name it (llama.cpp's, DeepSeek's)."""
+    reasoning: str | None = None
+    """The same, as vLLM and OpenRouter name it; one of the two, not both."""
+    parsed: Any = None
+    """Inert: the openai SDK's own parse of `content` (`chat.completions.parse`), sent back."""
+    annotations: list[Any] | None = None
+    """Inert: what OpenAI's replies carry (`[]`; URL citations), sent back; `content` counts."""
+    cache_control: CacheControl | None = None
 
 
 def noted(messages: tuple[Message, ...], note: str) -> tuple[Message, ...]:
@@ -57,44 +91,79 @@ def noted(messages: tuple[Message, ...], note: str) -> tuple[Message, ...]:
 def message(wire: WireMessage, index: int) -> Message:
     """Message `index` of a chat, for the core (a developer's turn is a system one)."""
     role = "system" if wire.role == "developer" else wire.role
-    _check_fields(wire, f"messages[{index}]")
+    where = f"messages[{index}]"
+    _check_fields(wire, where)
     calls = tuple(ToolCall(c.id, c.function.name, c.function.arguments) for c in wire.tool_calls or ())
-    text, images = _content(wire.content, f"messages[{index}].content", wire.role == "user")
-    return Message(role, text, wire.name, calls, wire.tool_call_id, images=images)
+    text, images = _content(wire.content, f"{where}.content", wire.role)
+    return Message(role, text, wire.name, calls, wire.tool_call_id, reasoning=_reasoning(wire, where), images=images)
+
+
+_ASSISTANTS = ("tool_calls", "reasoning_content", "reasoning", "parsed", "annotations")
+"""Fields of an assistant's turn only: elsewhere they would be dropped."""
 
 
 def _check_fields(message: WireMessage, where: str) -> None:
-    """Each role's own fields: content but on an assistant's turn, calls on an assistant's
-    only, a call's id on a tool's only (elsewhere they would be dropped)."""
+    """Each role's own fields: content but on an assistant's turn, calls (and the rest of
+    `_ASSISTANTS`) on an assistant's only, a call's id on a tool's only."""
     role = message.role
     if role == "tool" and message.tool_call_id is None:
         raise InvalidRequest("A tool message needs the 'tool_call_id' it answers.", param=f"{where}.tool_call_id")
     if message.tool_call_id is not None and role != "tool":
         param = f"{where}.tool_call_id"
         raise InvalidRequest(f"'{param}' belongs on a tool message, not a {role} one.", param=param)
-    if message.tool_calls and role != "assistant":
-        param = f"{where}.tool_calls"
-        raise InvalidRequest(f"'{param}' belongs on an assistant message, not a {role} one.", param=param)
+    for name in _ASSISTANTS if role != "assistant" else ():
+        if getattr(message, name) not in (None, []):
+            param = f"{where}.{name}"
+            raise InvalidRequest(f"'{param}' belongs on an assistant message, not a {role} one.", param=param)
     if role != "assistant" and (message.content is None or message.content == []):
         param = f"{where}.content"
         said = f"Missing required parameter: '{param}'" if message.content is None else f"'{param}' is empty"
         raise InvalidRequest(f"{said}; a {role} message needs its content.", param=param)
 
 
-def _content(content: str | list[ContentPart] | None, param: str, user: bool) -> tuple[str, tuple[ImageInput, ...]]:
-    """The text, with the image marker where each `image_url` part was (user turns only)."""
+def _reasoning(message: WireMessage, where: str) -> str | None:
+    """An assistant's reasoning, by either name (`_ASSISTANTS` keeps it off other turns)."""
+    if message.reasoning is not None and message.reasoning_content is not None:
+        param = f"{where}.reasoning"
+        raise InvalidRequest(f"Give '{param}' or '{where}.reasoning_content', not both.", param=param)
+    if message.reasoning is not None:
+        return checked_text(message.reasoning, f"{where}.reasoning")
+    if message.reasoning_content is not None:
+        return checked_text(message.reasoning_content, f"{where}.reasoning_content")
+    return None
+
+
+_PART_FIELDS = {"text": "text", "input_text": "text", "image_url": "image_url", "refusal": "refusal"}
+"""Each readable part type's own field: another type's field on a part would be dropped."""
+
+
+def _content(content: str | list[ContentPart] | None, param: str, role: str) -> tuple[str, tuple[ImageInput, ...]]:
+    """The text, with the image marker where each `image_url` part was (user turns only), and
+    an assistant's `refusal` parts as its words."""
     if content is None or isinstance(content, str):
         return checked_text(content or "", param), ()
     pieces: list[str | ImageInput] = []
     for j, part in enumerate(content):
         where, image = f"{param}[{j}]", part.image_url
-        if part.type == "image_url" and user:
+        _check_part(part, where)
+        if part.type == "image_url" and role == "user":
             if image is None:
                 raise InvalidRequest(f"Missing required parameter: '{where}.image_url'.", param=f"{where}.image_url")
             pieces.append(url_image(image.url, where, image.detail))
         elif part.type in ("text", "input_text") and part.text is not None:
             pieces.append(checked_text(part.text, f"{where}.text"))
+        elif part.type == "refusal" and role == "assistant" and part.refusal is not None:
+            pieces.append(checked_text(part.refusal, f"{where}.refusal"))
         else:
-            role = "" if user or part.type != "image_url" else " outside a user's message"
-            raise Unsupported(f"Content part type '{part.type}' is not supported{role}.", param=f"{where}.type")
+            outside = {"image_url": " outside a user's message", "refusal": " outside an assistant's message"}
+            said = outside.get(part.type, "")
+            raise Unsupported(f"Content part type '{part.type}' is not supported{said}.", param=f"{where}.type")
     return joined(pieces)
+
+
+def _check_part(part: ContentPart, where: str) -> None:
+    """A readable part carries its own type's field only (and `cache_control`)."""
+    own = _PART_FIELDS.get(part.type)
+    for name in part.model_fields_set - {"type", "cache_control", own} if own else ():
+        param = f"{where}.{name}"
+        raise InvalidRequest(f"'{param}' does not belong on a '{part.type}' part.", param=param)

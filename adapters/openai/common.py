@@ -8,7 +8,16 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from asgi_llm.core import AdapterScale, InvalidRequest, LLMError, OutputFormat, Reasoning, SamplingParams, Usage
+from asgi_llm.core import (
+    AdapterScale,
+    InvalidRequest,
+    LLMError,
+    OutputFormat,
+    Reasoning,
+    SamplingParams,
+    Unsupported,
+    Usage,
+)
 from asgi_llm.wire import openai_chat as wire
 from asgi_llm.wire import openai_error as error_envelope
 from asgi_llm.wire.openai_error import ErrorBody
@@ -27,8 +36,10 @@ __all__ = [
     "adapter_scales",
     "effort_reasoning",
     "logit_bias",
+    "refuse_service",
     "render_error",
     "sampling_params",
+    "served_user",
     "sse",
     "stop_list",
     "stop_problem",
@@ -78,6 +89,36 @@ def effort_reasoning(effort: str | None, param: str) -> Reasoning | None:
     return Reasoning(enabled=effort not in ("none", "minimal"), param=param)
 
 
+SERVICE_TIERS = ("auto", "default")
+"""The `service_tier`s honoured: one tier serves every request here, which both of these name."""
+
+
+def refuse_service(service_tier: str | None, cache_retention: str | None) -> None:
+    """`service_tier` and `prompt_cache_retention` (chat and Responses): what this server does
+    is honoured, another tier or retention refused."""
+    if service_tier is not None and service_tier not in SERVICE_TIERS:
+        raise Unsupported(
+            f"'service_tier' '{service_tier}' is not offered: one tier serves every request here "
+            "('auto' or 'default').",
+            param="service_tier",
+        )
+    if cache_retention is not None and cache_retention != "in_memory":
+        raise Unsupported(
+            "'prompt_cache_retention' can only be 'in_memory': the prompt cache is held in memory, "
+            "for as long as room allows.",
+            param="prompt_cache_retention",
+        )
+
+
+def served_user(user: str | None, safety_identifier: str | None) -> str | None:
+    """The request's user: `user`, or `safety_identifier` (the field OpenAI replaced it with)."""
+    if user is not None and safety_identifier is not None and user != safety_identifier:
+        raise InvalidRequest(
+            "'safety_identifier' and 'user' name different users; send one.", param="safety_identifier"
+        )
+    return safety_identifier if user is None else user
+
+
 def stop_list(stop: str | Sequence[str] | None) -> tuple[str, ...]:
     if stop is None:
         return ()
@@ -99,6 +140,8 @@ class Wire(BaseModel):
 
 class StreamOptions(Wire):
     include_usage: bool = False
+    include_obfuscation: bool | None = None
+    """False, or left out: no obfuscation is what this server streams; true is refused."""
 
 
 MAX_CHOICES = 16
@@ -222,6 +265,9 @@ def stream_flags(wire: SamplingBody) -> tuple[bool, bool]:
     without `stream` would be ignored, so it is refused (as OpenAI does)."""
     if wire.stream_options is not None and not wire.stream:
         raise InvalidRequest("'stream_options' is only allowed when 'stream' is true.", param="stream_options")
+    if wire.stream_options is not None and wire.stream_options.include_obfuscation:
+        param = "stream_options.include_obfuscation"
+        raise Unsupported("Stream obfuscation is not supported; send false or leave it out.", param=param)
     return bool(wire.stream), bool(wire.stream_options and wire.stream_options.include_usage)
 
 

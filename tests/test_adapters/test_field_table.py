@@ -93,6 +93,11 @@ TABLES = {
             "response_format": Honoured({"type": "json_object"}),
             "reasoning_effort": Honoured("high"),
             "chat_template_kwargs": Honoured({"enable_thinking": False}),
+            "store": Refused(True),  # false is honoured: nothing is stored
+            "service_tier": Refused("flex"),  # `auto` and `default` are honoured: one tier serves all
+            "prompt_cache_key": Refused(5),  # a string is honoured: every prefix is cached anyway
+            "prompt_cache_retention": Refused("24h"),  # `in_memory` is honoured: the cache is in memory
+            "safety_identifier": Honoured("s-1"),
         },
     ),
     "openai-completions": Table(
@@ -179,6 +184,9 @@ TABLES = {
             "tool_choice": Honoured("none"),
             "truncation": Refused("auto"),
             "user": Honoured("u-1"),
+            "service_tier": Refused("flex"),  # `auto` and `default` are honoured: one tier serves all
+            "prompt_cache_retention": Refused("24h"),  # `in_memory` is honoured: the cache is in memory
+            "safety_identifier": Honoured("s-1"),
         },
     ),
     "anthropic-messages": Table(

@@ -70,7 +70,7 @@ def test_the_output_sent_back_as_it_came_is_read_and_unknown_keys_in_items_are_n
             turn(input=[{"role": "user", "content": [{"type": "input_text", "text": "Hi", "x": 1}]}]),
             "input[0].content[0].x",
         ),
-        (turn(tools=[{"type": "function", "name": "f", "defer_loading": True}]), "tools[0].defer_loading"),
+        (turn(tools=[{"type": "function", "name": "f", "foo": True}]), "tools[0].foo"),
     ]:
         with pytest.raises(InvalidRequest) as refused:
             openai_responses.parse(body)

@@ -11,6 +11,7 @@ from pydantic import Field
 from asgi_llm.core import InvalidRequest, Unsupported
 
 from ...base import refuse_unrecognized
+from ..common import refuse_service
 from .input import Wire, validate_at
 from .sealed import INCLUDE
 
@@ -53,11 +54,14 @@ class TextFormat(Wire):
 class _TextParam(Wire):
     format: TextFormat | None = None
     verbosity: Literal["low", "medium", "high"] | None = None
+    """`medium`, the default (the Agents SDK and Codex send it), is what a local model does; the others are refused."""
 
 
 class _ReasoningParam(Wire):
     effort: str | None = None
     summary: str | None = None
+    """`auto` (Codex sends it): no summary is made, the reasoning item's `summary` stays `[]`
+    and its `content` has the reasoning text; `concise` and `detailed` are refused."""
 
 
 class FunctionTool(Wire):
@@ -66,6 +70,8 @@ class FunctionTool(Wire):
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
+    defer_loading: bool | None = None
+    """False, the default, is what this server does: every tool is in the prompt; true is refused."""
 
 
 class _StreamOptions(Wire):
@@ -99,6 +105,9 @@ class ResponsesBody(Body):
     stream: bool | None = None
     user: str | None = None
     max_tool_calls: Annotated[int, Field(ge=1)] | None = None
+    service_tier: str | None = None  # `auto` or `default`: one tier serves every request (`refuse_service`)
+    prompt_cache_retention: str | None = None  # `in_memory`, where the prompt cache is (`refuse_service`)
+    safety_identifier: str | None = None  # the request's user where `user` is not given (`served_user`)
     speculative: bool | None = None  # ours: false, no drafted tokens (prompt lookup, grammar jump-forward)
 
 
@@ -121,16 +130,16 @@ def refuse_unsupported(wire: Body) -> None:
     for name in ("conversation", "prompt"):
         if extra.get(name) is not None:
             raise Unsupported(f"'{name}' is not supported by this server.", param=name)
-    if wire.text is not None and wire.text.verbosity is not None:
+    if wire.text is not None and wire.text.verbosity not in (None, "medium"):
         raise Unsupported(
-            "'text.verbosity' is not supported: a local model's length follows its prompt and "
-            "'max_output_tokens'; leave it out.",
+            "'text.verbosity' other than 'medium' is not supported: a local model's length follows its "
+            "prompt and 'max_output_tokens'; send 'medium' or leave it out.",
             param="text.verbosity",
         )
-    if wire.reasoning is not None and wire.reasoning.summary is not None:
+    if wire.reasoning is not None and wire.reasoning.summary not in (None, "auto"):
         raise Unsupported(
             "Reasoning summaries are not supported; the reasoning item carries the model's own "
-            "reasoning text. Leave 'reasoning.summary' out.",
+            "reasoning text. Send 'auto' or leave 'reasoning.summary' out.",
             param="reasoning.summary",
         )
 
@@ -151,6 +160,7 @@ def refuse_generation(wire: ResponsesBody) -> None:
                 f"'include' value '{value}' is not supported; only '{LOGPROBS}' and '{INCLUDE}' are.",
                 param=f"include[{i}]",
             )
+    refuse_service(wire.service_tier, wire.prompt_cache_retention)
     _refuse_metadata(wire.metadata or {})
     _refuse_extras(wire.model_extra or {})
 

@@ -41,8 +41,12 @@ class _Part(Wire):
     image_url: str | None = None
     detail: str | None = None
     file_id: str | None = None
+    file_data: str | None = None  # an `input_file` part's (as `file_url`, `filename`), refused with its type
+    file_url: str | None = None
+    filename: str | None = None
     annotations: list[Any] | None = None  # an `output_text` part sent back as it came: its text is what counts
     logprobs: list[Any] | None = None
+    refusal: str | None = None  # an assistant's `refusal` part: read as its words
 
 
 class _Item(Wire):
@@ -56,6 +60,9 @@ class _MessageItem(_Item):
     type: Literal["message"] = "message"
     role: Literal["user", "assistant", "system", "developer"]
     content: str | list[_Part]
+    phase: Literal["commentary", "final_answer"] | None = None
+    """Inert: an assistant message's place in a turn, which the SDK says to send back; the
+    conversation's order already says it."""
 
 
 class _FunctionCallItem(_Item):
@@ -116,8 +123,12 @@ def _item(raw: Any, where: str) -> Item:
 
 def _read_message(raw: Any, where: str) -> Item:
     message = validate_at(_MessageItem, raw, where)
+    if message.phase is not None and message.role != "assistant":
+        param = f"{where}.phase"
+        raise InvalidRequest(f"'{param}' belongs on an assistant message, not a {message.role} one.", param=param)
     if isinstance(message.content, str) or message.role != "user":
-        return _message_item(message.role, _texts(message.content, f"{where}.content"), message.id)
+        texts = _texts(message.content, f"{where}.content", message.role == "assistant")
+        return _message_item(message.role, texts, message.id)
     return _with_id(
         {"type": "message", "role": message.role, "content": _parts(message.content, f"{where}.content")}, message.id
     )
@@ -156,11 +167,18 @@ _READERS: dict[str, Callable[[Any, str], Item]] = {
 }
 
 
-def _texts(content: str | list[_Part], where: str) -> list[str]:
+def _texts(content: str | list[_Part], where: str, assistant: bool = False) -> list[str]:
+    """Text parts' texts (and an assistant's `refusal` parts', its words too)."""
     if isinstance(content, str):
         return [checked_text(content, where)]
     texts = []
     for j, part in enumerate(content):
+        if assistant and part.type == "refusal":
+            if part.refusal is None:
+                param = f"{where}[{j}].refusal"
+                raise InvalidRequest(f"Missing required parameter: '{param}'.", param=param)
+            texts.append(checked_text(part.refusal, f"{where}[{j}].refusal"))
+            continue
         if part.type not in _TEXT_PARTS:
             raise Unsupported(f"Content part type '{part.type}' is not supported here.", param=f"{where}[{j}].type")
         texts.append(_text(part, f"{where}[{j}]"))

@@ -35,7 +35,7 @@ from ...base import (
     validate,
 )
 from ...json_output import checked_name, json_object, json_schema, tool_names, tool_parameters
-from ..common import effort_reasoning
+from ..common import effort_reasoning, served_user
 from .body import (
     HANDLED,
     LOGPROBS,
@@ -129,7 +129,7 @@ def _parse(wire: Body, gen: ResponsesBody, handled: tuple[str, ...]) -> Parsed[C
         model=gen.model,
         messages=messages(wire.instructions, items),
         sampling=sampling,
-        user=gen.user,
+        user=served_user(gen.user, gen.safety_identifier),
         tools=specs,
         tool_choice=_tool_choice(wire.tool_choice, {s.name for s in specs}),
         parallel_tool_calls=wire.parallel_tool_calls is not False and gen.max_tool_calls != 1,
@@ -172,6 +172,9 @@ def _tools(raw: list[Any] | None) -> tuple[list[dict[str, Any]], tuple[ToolSpec,
                 f"Tools of type '{kind}' are not supported; use function tools.", param=f"tools[{i}].type"
             )
         tool = validate_at(FunctionTool, entry, f"tools[{i}]")
+        if tool.defer_loading:
+            param = f"tools[{i}].defer_loading"
+            raise Unsupported("Deferred tool loading is not supported: every tool is in the prompt.", param=param)
         echo.append(
             {
                 "type": "function",
@@ -205,8 +208,8 @@ def _tool_choice(raw: str | dict[str, Any] | None, names: set[str]) -> ToolChoic
 
 def _echo(wire: Body, gen: ResponsesBody, tools: list[dict[str, Any]], sampling: SamplingParams) -> dict[str, Any]:
     """The request's settings as the response object reports them (defaults filled in;
-    `text.verbosity` and `reasoning.summary` are refused, so never set)."""
-    choice = wire.tool_choice
+    `text.verbosity` and `reasoning.summary` as sent, what is not refused of them)."""
+    choice, text, thinking = wire.tool_choice, wire.text, wire.reasoning
     echo: dict[str, Any] = {
         "instructions": wire.instructions,
         "max_output_tokens": gen.max_output_tokens,
@@ -214,10 +217,13 @@ def _echo(wire: Body, gen: ResponsesBody, tools: list[dict[str, Any]], sampling:
         "parallel_tool_calls": wire.parallel_tool_calls is not False,
         "previous_response_id": wire.previous_response_id,
         "background": bool(gen.background),
-        "reasoning": {"effort": wire.reasoning.effort if wire.reasoning else None, "summary": None},
+        "reasoning": {
+            "effort": thinking.effort if thinking else None,
+            "summary": thinking.summary if thinking else None,
+        },
         "store": gen.store is not False,
         "temperature": sampling.temperature,
-        "text": {"format": _format_echo(wire.text.format if wire.text else None)},
+        "text": {"format": _format_echo(text.format if text else None)},
         "tool_choice": {"type": "function", "name": choice["name"]} if isinstance(choice, dict) else choice or "auto",
         "tools": tools,
         "top_logprobs": sampling.top_logprobs,
@@ -225,9 +231,21 @@ def _echo(wire: Body, gen: ResponsesBody, tools: list[dict[str, Any]], sampling:
         "truncation": "disabled",
         "metadata": gen.metadata or {},
     }
-    if gen.user is not None:
-        echo["user"] = gen.user
-    return echo
+    if text is not None and text.verbosity is not None:
+        echo["text"]["verbosity"] = text.verbosity
+    return {**echo, **_sent_echo(gen)}
+
+
+def _sent_echo(gen: ResponsesBody) -> dict[str, Any]:
+    """The settings the response object reports only when they were sent."""
+    sent = {
+        "user": gen.user,
+        "safety_identifier": gen.safety_identifier,
+        "prompt_cache_retention": gen.prompt_cache_retention,
+    }
+    if gen.service_tier is not None:
+        sent["service_tier"] = "default"  # the tier that served it, as OpenAI reports `auto`
+    return {name: value for name, value in sent.items() if value is not None}
 
 
 def render(
