@@ -19,8 +19,10 @@ from asgi_llm.core import InvalidRequest, OutputFormat
 
 __all__ = ["checked_name", "json_object", "json_schema", "tool_names", "tool_parameters"]
 
-NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
-"""A tool's or a response format's name, as OpenAI and Anthropic define it."""
+NAME = re.compile(r"[A-Za-z0-9_-]+")
+"""A tool's or a response format's name: letters, digits, '_' and '-', as OpenAI and Anthropic
+define it; OpenAI takes 64 of them (the default `longest`), Anthropic 128 (MCP tools' names,
+`mcp__server__tool`, run long)."""
 
 
 def json_object(param: str) -> OutputFormat:
@@ -33,23 +35,24 @@ def json_schema(schema: Any, param: str, *, name: str | None = None, strict: boo
     return OutputFormat(kind="json_schema", param=param, schema=dict(schema), name=name, strict=bool(strict))
 
 
-def checked_name(name: str, param: str) -> str:
-    """`name` where it matches `NAME`; a 400 naming `param` otherwise."""
-    if NAME.fullmatch(name) is None:
+def checked_name(name: str, param: str, *, longest: int = 64) -> str:
+    """`name` where it matches `NAME` in at most `longest` characters; a 400 naming `param` otherwise."""
+    if NAME.fullmatch(name) is None or len(name) > longest:
         raise InvalidRequest(
-            f"Invalid value for '{param}': {name!r}; a name is 1 to 64 letters, digits, '_' or '-'.", param=param
+            f"Invalid value for '{param}': {name!r}; a name is 1 to {longest} letters, digits, '_' or '-'.",
+            param=param,
         )
     return name
 
 
-def tool_names(names: Sequence[str], param: Callable[[int], str], *, pattern: bool = True) -> None:
+def tool_names(names: Sequence[str], param: Callable[[int], str], *, pattern: bool = True, longest: int = 64) -> None:
     """Each tool's name told apart from the others' (a call names its tool, so two of one name
-    would leave the call to either), and, with `pattern`, matching `NAME`; `param(i)` is where
-    tool `i`'s name sits in the request."""
+    would leave the call to either), and, with `pattern`, matching `NAME` in at most `longest`
+    characters; `param(i)` is where tool `i`'s name sits in the request."""
     seen: set[str] = set()
     for i, name in enumerate(names):
         if pattern:
-            checked_name(name, param(i))
+            checked_name(name, param(i), longest=longest)
         if name in seen:
             raise InvalidRequest(f"Tool names must be unique: '{name}' is given twice.", param=param(i))
         seen.add(name)

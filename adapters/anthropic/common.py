@@ -3,16 +3,17 @@ envelope and named SSE events."""
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from pydantic import BaseModel, ConfigDict
 
-from asgi_llm.core import LLMError
+from asgi_llm.core import LLMError, Unsupported
 
 from ..base import Reply, refuse_unrecognized, stream_json
 
 __all__ = [
     "ErrorBody",
+    "ThreadsUnsupported",
     "Wire",
     "WireCacheControl",
     "check_cache_control",
@@ -55,9 +56,15 @@ _ERROR_TYPES = {
 }
 
 
+class ThreadsUnsupported(Unsupported):
+    """A request's `thread` (server-held conversations, a beta): refused with the `details` by
+    which the SDK's threads and tool runner fall back to sending the whole conversation."""
+
+
 class ErrorDetail(TypedDict):
     type: str
     message: str
+    details: NotRequired[dict[str, Any]]
 
 
 class ErrorBody(TypedDict):
@@ -77,8 +84,10 @@ def render_error(error: LLMError) -> Reply:
     message = error.message
     if error.param and f"'{error.param}'" not in message:
         message = f"{error.param}: {message}"
-    body: ErrorBody = {"type": "error", "error": {"type": _ERROR_TYPES.get(error.status, fallback), "message": message}}
-    return error.status, body
+    detail: ErrorDetail = {"type": _ERROR_TYPES.get(error.status, fallback), "message": message}
+    if isinstance(error, ThreadsUnsupported):  # no one field is at fault: none is listed as `unsupported`
+        detail["details"] = {"error_code": "thread_unsupported_request", "unsupported": []}
+    return error.status, {"type": "error", "error": detail}
 
 
 def tag_error(body: Any, request_id: str) -> Any:

@@ -30,7 +30,7 @@ from asgi_llm.core import (
 from ..base import CountRoute, GenerateRoute, Meta, Parsed, Route, refuse_unrecognized, validate
 from ..images import base64_image, checked_text, joined, url_image
 from ..json_output import json_schema
-from .common import Wire, WireCacheControl, check_cache_control
+from .common import ThreadsUnsupported, Wire, WireCacheControl, check_cache_control
 from .stream import AutoCache, MessageStream, fold_message
 from .tools import WireTool, WireToolChoice, custom_tools, tool_choice
 
@@ -53,6 +53,14 @@ class ImageSource(Wire):
     file_id: str | None = None  # a `file` source's: refused with its type
 
 
+class Caller(Wire):
+    """Who made a `tool_use` call, as Claude's replies say: `direct` (the model itself) is what every call
+    here is, so it is inert; a call made by code in a code-execution tool (`tool_id`) is refused by its type."""
+
+    type: str
+    tool_id: str | None = None
+
+
 class Block(Wire):
     """Any content block; `_REQUIRED` names the fields each known type must carry, `_OPTIONAL`
     the others it may (a field of another type's is refused, never dropped)."""
@@ -70,6 +78,7 @@ class Block(Wire):
     data: str | None = None  # a redacted_thinking block's: another server's sealed thinking, unreadable here
     source: ImageSource | None = None
     cache_control: WireCacheControl | None = None
+    caller: Caller | None = None  # a tool_use block's: see `Caller`
 
 
 class WireMessage(Wire):
@@ -89,6 +98,8 @@ class WireOutputFormat(Wire):
 
 class WireOutputConfig(Wire):
     format: WireOutputFormat | None = None
+    effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None
+    """`high` only, the API's default and what every reply here is; another is refused (`_check_effort`)."""
 
 
 class WireMetadata(Wire):
@@ -130,7 +141,7 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
 }
 _OPTIONAL: dict[str, tuple[str, ...]] = {
     "text": ("cache_control",),
-    "tool_use": ("cache_control",),
+    "tool_use": ("cache_control", "caller"),
     "tool_result": ("content", "is_error", "cache_control"),
     "image": ("cache_control",),
     "thinking": ("signature",),
@@ -166,6 +177,7 @@ def _request(wire: CountBody, sampling: SamplingParams, user: str | None) -> Cha
     _refuse_unsupported(wire)
     refuse_unrecognized(wire, handled=_HANDLED)
     check_cache_control(wire.cache_control, "cache_control")
+    _check_effort(wire.output_config)
     _check_thinking(wire.thinking, sampling.max_tokens)
     tools = custom_tools(wire.tools or ())
     choice, parallel = tool_choice(wire.tool_choice, tools)
@@ -182,7 +194,7 @@ def _request(wire: CountBody, sampling: SamplingParams, user: str | None) -> Cha
     )
 
 
-_HANDLED = ("mcp_servers", "service_tier")
+_HANDLED = ("mcp_servers", "service_tier", "thread")
 """Extras checked below. Either `service_tier` is honoured as it stands: there is one tier, and
 every answer is a standard one (`standard_only` asks for nothing else, `auto` allows it)."""
 _SERVICE_TIERS = ("auto", "standard_only")
@@ -193,6 +205,9 @@ def _refuse_unsupported(wire: CountBody) -> None:
     extra = wire.model_extra or {}
     if extra.get("mcp_servers"):
         raise Unsupported("MCP servers are not supported by this server.", param="mcp_servers")
+    if extra.get("thread") is not None:  # the SDK's tool runner sends `create`, and falls back on this refusal
+        message = "Message threads are not supported: send the whole conversation without 'thread'."
+        raise ThreadsUnsupported(message, param="thread")
     tier = extra.get("service_tier")
     if tier is not None and tier not in _SERVICE_TIERS:
         raise InvalidRequest(
@@ -209,6 +224,12 @@ def _output_format(wire: CountBody) -> OutputFormat | None:
     if wire.output_format is not None:
         return json_schema(wire.output_format.schema_, "output_format.schema")
     return None
+
+
+def _check_effort(config: WireOutputConfig | None) -> None:
+    if config is not None and config.effort not in (None, "high"):
+        param = "output_config.effort"
+        raise Unsupported(f"'{param}' {config.effort!r} is not supported; only 'high', the default, is.", param=param)
 
 
 def _reasoning(thinking: WireThinking | None) -> Reasoning | None:
@@ -263,6 +284,18 @@ def _check(block: Block, param: str, allowed: Sequence[str], where: str) -> None
             message = f"Unrecognized parameter: '{param}.{field}'; a '{block.type}' block has no such field."
             raise InvalidRequest(message, param=f"{param}.{field}")
     check_cache_control(block.cache_control, f"{param}.cache_control")
+    if block.caller is not None:
+        _check_caller(block.caller, f"{param}.caller")
+
+
+def _check_caller(caller: Caller, param: str) -> None:
+    if caller.type != "direct":
+        message = f"A call made by '{caller.type}' is not taken: no code-execution tool runs here; only 'direct'."
+        raise Unsupported(message, param=f"{param}.type")
+    if caller.tool_id is not None:
+        raise InvalidRequest(
+            f"'{param}.tool_id' goes with a server tool's caller, not 'direct'.", param=f"{param}.tool_id"
+        )
 
 
 def _assistant(blocks: Sequence[Block]) -> Message:

@@ -21,6 +21,13 @@ class WireTool(Wire):
     input_schema: dict[str, Any] | None = None
     type: str | None = None
     cache_control: WireCacheControl | None = None
+    strict: bool | None = None
+    """Honoured either way: every call is decoded under its tool's `input_schema`, so its input always conforms."""
+    eager_input_streaming: bool | None = None
+    """Honoured either way: a call's input streams as it is decoded, and it is decoded valid under its schema,
+    so streaming it eagerly (true) and after checking it (false) come to the same."""
+    defer_loading: bool | None = None
+    """False only (every tool is in the prompt from the start); true needs the tool search tool, which is not here."""
 
 
 class WireToolChoice(Wire):
@@ -29,13 +36,16 @@ class WireToolChoice(Wire):
     disable_parallel_tool_use: bool | None = None
 
 
+_LONGEST_NAME = 128
+"""Anthropic's limit on a tool's name (OpenAI's is 64): MCP tools' names, `mcp__server__tool`, run long."""
+
 _TOOL_CHOICES: dict[str, ToolChoice] = {"auto": "auto", "any": "required", "none": "none"}
 
 
 def custom_tools(wire: Sequence[WireTool]) -> tuple[ToolSpec, ...]:
     """Each tool checked where it sits (`tools[i]`); names told apart, as calls name their tool."""
     tools = tuple(_tool(tool, i) for i, tool in enumerate(wire))
-    tool_names([tool.name for tool in tools], lambda i: f"tools[{i}].name")
+    tool_names([tool.name for tool in tools], lambda i: f"tools[{i}].name", longest=_LONGEST_NAME)
     return tools
 
 
@@ -46,6 +56,9 @@ def _tool(tool: WireTool, index: int) -> ToolSpec:
     if tool.input_schema is None:
         param = f"tools[{index}].input_schema"
         raise InvalidRequest(f"Missing required parameter: '{param}'.", param=param)
+    if tool.defer_loading:
+        param = f"tools[{index}].defer_loading"
+        raise Unsupported(f"'{param}' needs a tool search tool, which this server has not; send false.", param=param)
     parameters = tool_parameters(tool.input_schema, f"tools[{index}].input_schema")
     check_cache_control(tool.cache_control, f"tools[{index}].cache_control")
     return ToolSpec(name=tool.name, description=tool.description, parameters=parameters)

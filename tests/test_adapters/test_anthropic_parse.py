@@ -251,7 +251,7 @@ INVALID = [
     pytest.param(body(service_tier=1), "service_tier", id="service-tier-int"),
     pytest.param(body(tools=[TOOL, TOOL]), "tools[1].name", id="tool-name-twice"),
     pytest.param(body(tools=[{**TOOL, "name": "bad name!"}]), "tools[0].name", id="tool-name-pattern"),
-    pytest.param(body(tools=[{**TOOL, "name": "f" * 65}]), "tools[0].name", id="tool-name-too-long"),
+    pytest.param(body(tools=[{**TOOL, "name": "f" * 129}]), "tools[0].name", id="tool-name-too-long"),
 ]
 
 UNSUPPORTED = [

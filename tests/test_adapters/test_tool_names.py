@@ -1,4 +1,4 @@
-"""Tool and format names: told apart, and spelled as OpenAI and Anthropic define them."""
+"""Tool and format names: told apart, and spelled as OpenAI and Anthropic define them (64 and 128 long)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,15 @@ def test_a_name_given_twice_or_misspelled_is_refused_naming_its_place(names: lis
         tool_names(names, where)
     assert caught.value.param == param
     assert says in caught.value.message
+
+
+def test_a_longer_limit_takes_longer_names_and_says_so() -> None:
+    tool_names(["mcp__server__" + "t" * 115], where, longest=128)  # 128 characters: Anthropic's limit
+    with pytest.raises(InvalidRequest) as caught:
+        tool_names(["x" * 129], where, longest=128)
+    assert caught.value.param == "tools[0].name" and "1 to 128" in caught.value.message
+    with pytest.raises(InvalidRequest):
+        checked_name("x" * 65, "text.format.name")  # OpenAI's stays 64
 
 
 def test_without_the_pattern_only_repeats_are_refused() -> None:
