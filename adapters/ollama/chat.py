@@ -34,10 +34,17 @@ __all__ = ["ROUTE", "ChatStream", "fields", "parse", "render"]
 class WireFunctionCall(Wire):
     name: str
     arguments: dict[str, Any]
+    index: int | None = None  # inert: Ollama (0.12.10 on) numbers its calls; a call's place is its place in the list
 
 
 class WireToolCall(Wire):
+    """A call, as Ollama (0.12.10 on) and Open WebUI send one back: `id` honoured as the call's id
+    (a tool message's `tool_call_id` names it); `index` and `type` inert, as `function.index` is."""
+
     function: WireFunctionCall
+    id: Annotated[str, Field(min_length=1)] | None = None
+    index: int | None = None
+    type: Literal["function"] | None = None
 
 
 class WireMessage(Wire):
@@ -89,7 +96,8 @@ def parse(body: Any, clock: Clock = time.perf_counter_ns) -> Parsed[ChatRequest,
 
 
 def _messages(wire: Sequence[WireMessage]) -> tuple[Message, ...]:
-    """Ollama's calls carry no ids: give each one, and link a tool result to the call it answers."""
+    """A call without an id (Ollama's before 0.12.10) is given one; a tool result names the call it
+    answers (`tool_call_id`), or is linked to the earliest unanswered call to its tool."""
     unanswered: list[ToolCall] = []
     out = []
     for i, m in enumerate(wire):
@@ -100,7 +108,7 @@ def _messages(wire: Sequence[WireMessage]) -> tuple[Message, ...]:
         if images and m.role != "user":
             raise Unsupported("Images belong in a user's message.", param=f"messages[{i}].images")
         calls = tuple(
-            ToolCall(f"call_{i}_{j}", c.function.name, json.dumps(c.function.arguments, ensure_ascii=False))
+            ToolCall(c.id or f"call_{i}_{j}", c.function.name, json.dumps(c.function.arguments, ensure_ascii=False))
             for j, c in enumerate(m.tool_calls or ())
         )
         if m.role == "assistant":

@@ -52,7 +52,7 @@ def parse(body: Any, clock: Clock = time.perf_counter_ns) -> Parsed[GenerationRe
     if wire.raw:  # the prompt is already templated: what only a template places is refused
         if wire.system:  # Ollama drops it without a word; here it is refused, never ignored
             raise Unsupported("'system' needs the model's template; a raw prompt has none.", param="system")
-        if reasoning is not None:
+        if reasoning is not None and reasoning.enabled:  # false asks for nothing a template would place
             raise Unsupported("'think' needs the model's template; a raw prompt has none.", param="think")
         if wire.images:
             raise Unsupported("'images' need the model's template; a raw prompt has none.", param="images")

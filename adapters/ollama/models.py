@@ -65,17 +65,29 @@ def template(card: ModelCard) -> str:
     return CHATML if "<|im_start|>" in source and "<|im_end|>" in source else source
 
 
-def _template_facts(card: ModelCard) -> tuple[str, str, dict[str, Any]]:
-    """What the modelfile, the parameters and the model info say of the chat template in use:
-    a fallback is named, with the end marker it stops at (Ollama's `stop` parameter)."""
+def _parameters(card: ModelCard, stop: str | None) -> str:
+    """Ollama's `parameters` lines: `num_ctx`, the context the model is served with (its `n_ctx`;
+    the GGUF's `context_length` in the model info is what it was trained with), which clients
+    size `options.num_ctx` by; and a fallback template's end marker (`stop`)."""
+    lines: list[str] = []
+    if card.context_length > 0:  # 0: the model is served with the context it was trained with
+        lines.append(f"{'num_ctx':<30} {card.context_length}")
+    if stop is not None:
+        lines.append(f'{"stop":<30} "{stop}"')
+    return "\n".join(lines)
+
+
+def _template_facts(card: ModelCard) -> tuple[str, str | None, dict[str, Any]]:
+    """What the modelfile, the model info and the `stop` parameter say of the chat template in use:
+    a fallback is named, with the end marker it stops at."""
     used = card.template
     if used is None:
-        return "", "", {}
+        return "", None, {}
     info: dict[str, Any] = {"asgi_llm.chat_template": used.name, "asgi_llm.chat_template.fallback": used.fallback}
     if not used.fallback:
-        return "", "", info
+        return "", None, info
     modelfile = f"# The GGUF has no chat template: chats use the {used.name} fallback, and end at {used.end}.\n"
-    return modelfile, f'{"stop":<30} "{used.end}"', info
+    return modelfile, used.end, info
 
 
 def _model_info(card: ModelCard) -> dict[str, Any]:
@@ -161,10 +173,10 @@ def show(catalog: Sequence[ModelCard], body: Any) -> Reply:
     if wire.verbose:  # Ollama's adds the tokenizer's arrays, which the model card does not keep
         raise Unsupported("'verbose' is not supported: the model info leaves out the GGUF's arrays.", param="verbose")
     card = _card(catalog, wire.model, wire.name)
-    modelfile, parameters, info = _template_facts(card)
+    modelfile, stop, info = _template_facts(card)
     return 200, {
         "modelfile": modelfile,
-        "parameters": parameters,
+        "parameters": _parameters(card, stop),
         "template": template(card),
         "details": _details(card),
         "model_info": {**_model_info(card), **info},

@@ -47,7 +47,7 @@ def _card(template: Any) -> ModelCard:
 def test_api_show_names_a_fallback_and_its_stop() -> None:
     status, shown = ollama_models.show([_card(template_in_use(None, {}))], {"model": "m"})
     assert status == 200 and shown["template"] == ollama_models.CHATML  # Ollama's Go template for ChatML
-    assert shown["parameters"].split() == ["stop", f'"{CHATML_END}"']
+    assert shown["parameters"].split() == ["num_ctx", "512", "stop", f'"{CHATML_END}"']  # the served context too
     assert "no chat template" in shown["modelfile"] and "chatml fallback" in shown["modelfile"]
     assert shown["model_info"]["asgi_llm.chat_template"] == "chatml"
     assert shown["model_info"]["asgi_llm.chat_template.fallback"] is True
@@ -55,7 +55,7 @@ def test_api_show_names_a_fallback_and_its_stop() -> None:
 
 def test_api_show_gives_the_template_in_use_and_says_nothing_of_an_unknown_one() -> None:
     _, shown = ollama_models.show([_card(template_in_use("{{ x }}", {"tokenizer.chat_template": OWN}))], {"model": "m"})
-    assert (shown["template"], shown["parameters"], shown["modelfile"]) == ("{{ x }}", "", "")
+    assert (shown["template"], shown["parameters"].split(), shown["modelfile"]) == ("{{ x }}", ["num_ctx", "512"], "")
     assert shown["model_info"]["asgi_llm.chat_template"] == "chat_template"
     assert shown["model_info"]["asgi_llm.chat_template.fallback"] is False
     _, unknown = ollama_models.show([_card(None)], {"model": "m"})  # an upstream model: nothing to say

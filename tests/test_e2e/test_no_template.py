@@ -143,12 +143,15 @@ def test_api_show_names_the_fallback(gemma: str) -> None:
         "chatml",
         True,
     )
-    assert shown.parameters is not None and shown.parameters.split() == ["stop", f'"{END}"']
+    assert shown.parameters is not None and shown.parameters.split() == ["num_ctx", "256", "stop", f'"{END}"']
     assert (
         shown.modelfile is not None and "no chat template" in shown.modelfile and "chatml fallback" in shown.modelfile
     )
     assert configured.template == GEMMA_TURNS and configured.modelinfo["asgi_llm.chat_template.fallback"] is False
-    assert (configured.parameters, configured.modelfile) == ("", "")
+    assert configured.parameters is not None and (configured.parameters.split(), configured.modelfile) == (
+        ["num_ctx", "256"],
+        "",
+    )
 
 
 def test_the_fallback_formats_the_prompt_and_the_config_template_wins(gemma: str) -> None:

@@ -155,6 +155,8 @@ def test_list_show_ps(client: ollama.Client) -> None:
     assert shown.capabilities and {"completion", "tools", "embedding"} <= set(shown.capabilities)
     # What the GGUF header says, read without llama.cpp: the training context, not the served one.
     assert shown.modelinfo is not None and shown.modelinfo["llama.context_length"] == 8192
+    # The served one is a parameter, as a Modelfile's `PARAMETER num_ctx` would say (conftest's N_CTX).
+    assert shown.parameters is not None and shown.parameters.split() == ["num_ctx", "2048"]
     assert shown.modelinfo["general.parameter_count"] == 134_515_008
     assert shown.template is not None and shown.template.startswith(
         "{{- range .Messages }}<|im_start|>"
