@@ -143,13 +143,18 @@ def test_api_show_names_the_fallback(gemma: str) -> None:
         "chatml",
         True,
     )
-    assert shown.parameters is not None and shown.parameters.split() == ["num_ctx", "256", "stop", f'"{END}"']
+    assert shown.parameters is not None and shown.parameters.split() == [
+        "num_ctx",
+        "1024",
+        "stop",
+        f'"{END}"',
+    ]  # its served n_ctx (gemma.py)
     assert (
         shown.modelfile is not None and "no chat template" in shown.modelfile and "chatml fallback" in shown.modelfile
     )
     assert configured.template == GEMMA_TURNS and configured.modelinfo["asgi_llm.chat_template.fallback"] is False
     assert configured.parameters is not None and (configured.parameters.split(), configured.modelfile) == (
-        ["num_ctx", "256"],
+        ["num_ctx", "512"],
         "",
     )
 
