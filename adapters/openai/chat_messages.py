@@ -98,21 +98,28 @@ def message(wire: WireMessage, index: int) -> Message:
     return Message(role, text, wire.name, calls, wire.tool_call_id, reasoning=_reasoning(wire, where), images=images)
 
 
-_ASSISTANTS = ("tool_calls", "reasoning_content", "reasoning", "parsed", "annotations")
-"""Fields of an assistant's turn only: elsewhere they would be dropped."""
+def _assistants_own(m: WireMessage) -> dict[str, Any]:
+    """The fields of an assistant's turn only, by name: on another turn they would be dropped."""
+    return {
+        "tool_calls": m.tool_calls,
+        "reasoning_content": m.reasoning_content,
+        "reasoning": m.reasoning,
+        "parsed": m.parsed,
+        "annotations": m.annotations,
+    }
 
 
 def _check_fields(message: WireMessage, where: str) -> None:
     """Each role's own fields: content but on an assistant's turn, calls (and the rest of
-    `_ASSISTANTS`) on an assistant's only, a call's id on a tool's only."""
+    `_assistants_own`) on an assistant's only, a call's id on a tool's only."""
     role = message.role
     if role == "tool" and message.tool_call_id is None:
         raise InvalidRequest("A tool message needs the 'tool_call_id' it answers.", param=f"{where}.tool_call_id")
     if message.tool_call_id is not None and role != "tool":
         param = f"{where}.tool_call_id"
         raise InvalidRequest(f"'{param}' belongs on a tool message, not a {role} one.", param=param)
-    for name in _ASSISTANTS if role != "assistant" else ():
-        if getattr(message, name) not in (None, []):
+    for name, value in _assistants_own(message).items() if role != "assistant" else ():
+        if value not in (None, []):
             param = f"{where}.{name}"
             raise InvalidRequest(f"'{param}' belongs on an assistant message, not a {role} one.", param=param)
     if role != "assistant" and (message.content is None or message.content == []):
@@ -122,7 +129,7 @@ def _check_fields(message: WireMessage, where: str) -> None:
 
 
 def _reasoning(message: WireMessage, where: str) -> str | None:
-    """An assistant's reasoning, by either name (`_ASSISTANTS` keeps it off other turns)."""
+    """An assistant's reasoning, by either name (`_assistants_own` keeps it off other turns)."""
     if message.reasoning is not None and message.reasoning_content is not None:
         param = f"{where}.reasoning"
         raise InvalidRequest(f"Give '{param}' or '{where}.reasoning_content', not both.", param=param)

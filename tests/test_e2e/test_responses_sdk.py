@@ -179,8 +179,8 @@ def test_input_items_page_through_the_sdk(client: openai.OpenAI) -> None:
 def test_hints_with_no_effect_here_are_refused(client: openai.OpenAI) -> None:
     refused = [
         ({"text": {"verbosity": "low"}}, "text.verbosity"),
-        ({"reasoning": {"summary": "auto"}}, "reasoning.summary"),
-        ({"include": ["reasoning.encrypted_content"]}, "include[0]"),
+        ({"reasoning": {"summary": "concise"}}, "reasoning.summary"),  # "auto" may give none, and is taken
+        ({"include": ["file_search_call.results"]}, "include[0]"),  # sealed reasoning is honoured (sealed.py)
     ]
     for fields, param in refused:
         with pytest.raises(openai.BadRequestError) as caught:
