@@ -77,6 +77,8 @@ class WireMessage(Wire):
     """Inert: the openai SDK's own parse of `content` (`chat.completions.parse`), sent back."""
     annotations: list[Any] | None = None
     """Inert: what OpenAI's replies carry (`[]`; URL citations), sent back; `content` counts."""
+    refusal: str | None = None
+    """What an assistant said in refusing (OpenAI's replies carry it beside `content`): its words."""
     cache_control: CacheControl | None = None
 
 
@@ -95,6 +97,9 @@ def message(wire: WireMessage, index: int) -> Message:
     _check_fields(wire, where)
     calls = tuple(ToolCall(c.id, c.function.name, c.function.arguments) for c in wire.tool_calls or ())
     text, images = _content(wire.content, f"{where}.content", wire.role)
+    if wire.refusal:
+        refusal = checked_text(wire.refusal, f"{where}.refusal")
+        text = f"{text}\n{refusal}" if text else refusal
     return Message(role, text, wire.name, calls, wire.tool_call_id, reasoning=_reasoning(wire, where), images=images)
 
 
@@ -106,6 +111,7 @@ def _assistants_own(m: WireMessage) -> dict[str, Any]:
         "reasoning": m.reasoning,
         "parsed": m.parsed,
         "annotations": m.annotations,
+        "refusal": m.refusal,
     }
 
 

@@ -83,6 +83,16 @@ def test_an_assistants_refusal_part_is_its_words() -> None:
     assert openai_chat.parse(chat(turn, USER)).request.messages[1].content == "no"
 
 
+@pytest.mark.parametrize(("content", "said"), [(None, "I can't."), ("", "I can't."), ("Well.", "Well.\nI can't.")])
+def test_an_assistants_refusal_beside_its_content_is_its_words(content: str | None, said: str) -> None:
+    turn = {"role": "assistant", "content": content, "refusal": "I can't."}
+    assert openai_chat.parse(chat(turn, USER)).request.messages[1].content == said
+    assert (
+        refused(openai_chat.parse, {"model": "m", "messages": [{**USER, "refusal": "no"}]}).param
+        == "messages[0].refusal"
+    )
+
+
 def test_a_refusal_part_elsewhere_is_refused_by_its_type() -> None:
     body = {"model": "m", "messages": [{"role": "user", "content": [{"type": "refusal", "refusal": "no"}]}]}
     assert refused(openai_chat.parse, body).param == "messages[0].content[0].type"
