@@ -9,14 +9,13 @@ from pydantic import BaseModel, ConfigDict
 
 from asgi_llm.core import LLMError, Unsupported
 
-from ..base import Reply, refuse_unrecognized, stream_json
+from ..base import Reply, stream_json
 
 __all__ = [
     "ErrorBody",
     "ThreadsUnsupported",
     "Wire",
     "WireCacheControl",
-    "check_cache_control",
     "render_error",
     "sse",
     "tag_error",
@@ -35,12 +34,6 @@ class WireCacheControl(Wire):
 
     type: Literal["ephemeral"]
     ttl: Literal["5m", "1h"] | None = None
-
-
-def check_cache_control(cache_control: WireCacheControl | None, param: str) -> None:
-    """Its type and ttl are checked by the wire model; a key it does not declare is refused."""
-    if cache_control is not None:
-        refuse_unrecognized(cache_control, prefix=f"{param}.")
 
 
 _ERROR_TYPES = {

@@ -30,7 +30,7 @@ from asgi_llm.core import (
 from ..base import CountRoute, GenerateRoute, Meta, Parsed, Route, refuse_unrecognized, validate
 from ..images import base64_image, checked_text, joined, url_image
 from ..json_output import json_schema
-from .common import ThreadsUnsupported, Wire, WireCacheControl, check_cache_control
+from .common import ThreadsUnsupported, Wire, WireCacheControl
 from .stream import AutoCache, MessageStream, fold_message
 from .tools import WireTool, WireToolChoice, custom_tools, tool_choice
 
@@ -176,7 +176,6 @@ def parse_count(body: Any) -> Parsed[ChatRequest, None]:
 def _request(wire: CountBody, sampling: SamplingParams, user: str | None) -> ChatRequest:
     _refuse_unsupported(wire)
     refuse_unrecognized(wire, handled=_HANDLED)
-    check_cache_control(wire.cache_control, "cache_control")
     _check_effort(wire.output_config)
     _check_thinking(wire.thinking, sampling.max_tokens)
     tools = custom_tools(wire.tools or ())
@@ -283,7 +282,6 @@ def _check(block: Block, param: str, allowed: Sequence[str], where: str) -> None
         if field not in taken and getattr(block, field) is not None:
             message = f"Unrecognized parameter: '{param}.{field}'; a '{block.type}' block has no such field."
             raise InvalidRequest(message, param=f"{param}.{field}")
-    check_cache_control(block.cache_control, f"{param}.cache_control")
     if block.caller is not None:
         _check_caller(block.caller, f"{param}.caller")
 

@@ -10,7 +10,7 @@ from pydantic import Field
 from asgi_llm.core import InvalidRequest, ToolChoice, ToolSpec, Unsupported
 
 from ..json_output import tool_names, tool_parameters
-from .common import Wire, WireCacheControl, check_cache_control
+from .common import Wire, WireCacheControl
 
 __all__ = ["WireTool", "WireToolChoice", "custom_tools", "tool_choice"]
 
@@ -60,7 +60,6 @@ def _tool(tool: WireTool, index: int) -> ToolSpec:
         param = f"tools[{index}].defer_loading"
         raise Unsupported(f"'{param}' needs a tool search tool, which this server has not; send false.", param=param)
     parameters = tool_parameters(tool.input_schema, f"tools[{index}].input_schema")
-    check_cache_control(tool.cache_control, f"tools[{index}].cache_control")
     return ToolSpec(name=tool.name, description=tool.description, parameters=parameters)
 
 
