@@ -42,7 +42,7 @@ from asgi_llm.wire.openai_chat import ToolCall as ToolCallOut
 from ..base import GenerateRoute, Meta, Parsed, Unrecorded, refuse_unrecognized
 from ..json_output import checked_name, json_object, json_schema, tool_names, tool_parameters
 from ..logprobs import token_logprobs
-from .chat_messages import WireMessage, message, noted
+from .chat_messages import WireMessage, format_note, message, noted
 from .common import (
     SSE_DONE,
     SamplingBody,
@@ -90,7 +90,7 @@ class JsonSchemaSpec(Wire):
     name: str
     """As a tool's name is spelled (`checked_name`)."""
     description: str | None = None
-    """What the format is for: told to the model in the system message (`_format_note`)."""
+    """What the format is for: told to the model in the system message (`format_note`)."""
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")
     strict: bool | None = None
 
@@ -141,7 +141,8 @@ def parse(body: Any) -> Parsed[ChatRequest, ChatOptions]:
     tool_names([t.function.name for t in wire.tools or ()], lambda i: f"tools[{i}].function.name")
     stream, include_usage = stream_flags(wire)
     messages = tuple(message(m, i) for i, m in enumerate(wire.messages))
-    note = _format_note(wire.response_format)
+    spec = wire.response_format.json_schema if wire.response_format is not None else None
+    note = format_note(spec.name, spec.description) if spec is not None else None
     sampling = sampling_params(
         wire,
         max_tokens=wire.max_completion_tokens if wire.max_completion_tokens is not None else wire.max_tokens,
@@ -230,14 +231,6 @@ def _refuse_unsupported(wire: ChatBody) -> None:
     if wire.store:
         raise Unsupported("Chat completions are not stored here; send 'store' false or leave it out.", param="store")
     refuse_service(wire.service_tier, wire.prompt_cache_retention)
-
-
-def _format_note(fmt: ResponseFormat | None) -> str | None:
-    """A response format's description, for the model to read, as a tool's description is."""
-    spec = fmt.json_schema if fmt is not None else None
-    if spec is None or not spec.description:
-        return None
-    return f"Answer in the JSON format '{spec.name}': {spec.description}"
 
 
 def render(parsed: Parsed[ChatRequest, ChatOptions], meta: Meta, events: Sequence[GenerationEvent]) -> ChatCompletion:

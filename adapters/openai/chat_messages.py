@@ -18,6 +18,7 @@ __all__ = [
     "WireFunctionCall",
     "WireMessage",
     "WireToolCall",
+    "format_note",
     "message",
     "noted",
 ]
@@ -80,6 +81,12 @@ class WireMessage(Wire):
     refusal: str | None = None
     """What an assistant said in refusing (OpenAI's replies carry it beside `content`): its words."""
     cache_control: CacheControl | None = None
+
+
+def format_note(name: str, description: str | None) -> str | None:
+    """A JSON schema format's description, for the model to read, as a tool's description is
+    (chat's `response_format.json_schema`, Responses' `text.format`)."""
+    return f"Answer in the JSON format '{name}': {description}" if description else None
 
 
 def noted(messages: tuple[Message, ...], note: str) -> tuple[Message, ...]:

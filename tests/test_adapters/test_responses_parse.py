@@ -342,3 +342,19 @@ def test_the_prompt_is_named_input() -> None:
     """A prompt over the context is a 400 naming `input`, this protocol's field, not chat's `messages`."""
     assert openai_responses.parse(body()).request.prompt_param == "input"
     assert openai_responses.parse_count(body()).request.prompt_param == "input"
+
+
+def test_a_json_schema_formats_description_is_told_to_the_model_after_the_instructions() -> None:
+    fmt = {"type": "json_schema", "name": "place", "description": "A city.", "schema": {"type": "object"}}
+    parsed = openai_responses.parse(body(instructions="Be brief.", text={"format": fmt}))
+    system = parsed.request.messages[0]
+    assert (system.role, system.content) == ("system", "Be brief.\n\nAnswer in the JSON format 'place': A city.")
+    assert parsed.options.echo["instructions"] == "Be brief."  # the response object reports what was sent
+
+
+@pytest.mark.parametrize("field", ["name", "description", "schema", "strict"])
+def test_a_json_schemas_own_field_on_another_format_type_is_refused(field: str) -> None:
+    value = {"name": "n", "description": "d", "schema": {"type": "object"}, "strict": True}[field]
+    with pytest.raises(InvalidRequest) as caught:
+        openai_responses.parse(body(text={"format": {"type": "json_object", field: value}}))
+    assert caught.value.param == f"text.format.{field}"

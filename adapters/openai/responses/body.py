@@ -10,7 +10,6 @@ from pydantic import Field
 
 from asgi_llm.core import InvalidRequest, Unsupported
 
-from ...base import refuse_unrecognized
 from ..common import refuse_service
 from .input import Wire, validate_at
 from .sealed import INCLUDE
@@ -181,8 +180,7 @@ def _refuse_extras(extra: dict[str, Any]) -> None:
     if cache_key is not None and not isinstance(cache_key, str):
         raise InvalidRequest("Invalid type for 'prompt_cache_key': expected a string.", param="prompt_cache_key")
     if extra.get("stream_options") is not None:
-        options = validate_at(_StreamOptions, extra["stream_options"], "stream_options")
-        refuse_unrecognized(options, prefix="stream_options.")
+        options = validate_at(_StreamOptions, extra["stream_options"], "stream_options")  # unknown keys refused too
         if options.include_obfuscation:
             param = "stream_options.include_obfuscation"
             raise Unsupported("Stream obfuscation is not supported; send false or leave it out.", param=param)

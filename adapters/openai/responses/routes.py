@@ -35,6 +35,7 @@ from ...base import (
     validate,
 )
 from ...json_output import checked_name, json_object, json_schema, tool_names, tool_parameters
+from ..chat_messages import format_note
 from ..common import effort_reasoning, served_user
 from .body import (
     HANDLED,
@@ -110,6 +111,9 @@ def _parse(wire: Body, gen: ResponsesBody, handled: tuple[str, ...]) -> Parsed[C
     refuse_unsupported(wire)
     refuse_unrecognized(wire, handled=handled)
     items = normalize_input(wire.input)
+    fmt = wire.text.format if wire.text is not None else None
+    note = format_note(fmt.name or "", fmt.description) if fmt is not None and fmt.type == "json_schema" else None
+    instructions = "\n\n".join(text for text in (wire.instructions, note) if text) or None  # the format's, told
     if not items and wire.instructions is None and wire.previous_response_id is None:
         raise InvalidRequest("Missing required parameter: 'input'.", param="input")
     if wire.previous_response_id is None:
@@ -127,7 +131,7 @@ def _parse(wire: Body, gen: ResponsesBody, handled: tuple[str, ...]) -> Parsed[C
     )
     request = ChatRequest(
         model=gen.model,
-        messages=messages(wire.instructions, items),
+        messages=messages(instructions, items),
         sampling=sampling,
         user=served_user(gen.user, gen.safety_identifier),
         tools=specs,
@@ -138,11 +142,17 @@ def _parse(wire: Body, gen: ResponsesBody, handled: tuple[str, ...]) -> Parsed[C
     )
     store = gen.store is not False
     echo, sealed = _echo(wire, gen, tools, sampling), INCLUDE in (gen.include or ())
-    options = ResponsesOptions(wire.instructions, tuple(items), echo, store, wire.previous_response_id, sealed=sealed)
+    options = ResponsesOptions(instructions, tuple(items), echo, store, wire.previous_response_id, sealed=sealed)
     return Parsed(request, options, stream=bool(gen.stream), background=bool(gen.background))
 
 
 def _output_format(fmt: TextFormat | None) -> OutputFormat | None:
+    if fmt is not None and fmt.type != "json_schema":
+        own = (("name", fmt.name), ("description", fmt.description), ("schema", fmt.schema_), ("strict", fmt.strict))
+        for field, value in own:
+            if value is not None:  # a json_schema's own, which another type would drop
+                param = f"text.format.{field}"
+                raise InvalidRequest(f"'{param}' is only for the type 'json_schema', not '{fmt.type}'.", param=param)
     if fmt is None or fmt.type == "text":
         return None
     if fmt.type == "json_object":
